@@ -1,0 +1,1 @@
+"""The `summarizing_agent` bundle: the Summarizing Agent component."""
