@@ -1,0 +1,101 @@
+"""Fakes for the fold logic: an in-memory `SessionStore` and scripted summarizers that record their input."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+from langchain_core.messages import BaseMessage
+
+from langflow_summarizing_agent.state import Cursor, MemoryState, StoredMessage
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def make_messages(texts: list[str], *, start: int = 0, same_timestamp: bool = False) -> list[StoredMessage]:
+    """Alternating user/assistant messages, one second apart (or all at one instant)."""
+    messages = []
+    for offset, text in enumerate(texts):
+        index = start + offset
+        stamp = T0 if same_timestamp else T0 + timedelta(seconds=index)
+        role = "user" if index % 2 == 0 else "assistant"
+        messages.append(StoredMessage(id=f"m{index:06d}", timestamp=stamp, role=role, text=text))
+    return messages
+
+
+class InMemoryStore:
+    """A `SessionStore` over a list, with the same compare-and-swap contract as the database one."""
+
+    def __init__(self, messages: list[StoredMessage] | None = None) -> None:
+        self.messages: list[StoredMessage] = list(messages or [])
+        self.state: MemoryState | None = None
+        self.saves = 0
+        self.reads = 0
+
+    def add(self, *texts: str) -> None:
+        self.messages.extend(make_messages(list(texts), start=len(self.messages)))
+
+    async def load_state(self) -> MemoryState:
+        return replace(self.state, pinned=dict(self.state.pinned)) if self.state else MemoryState()
+
+    async def save_state(self, state: MemoryState, expected_version: int) -> bool:
+        current = self.state.version if self.state else 0
+        if current != expected_version:
+            return False
+        self.state = replace(state, pinned=dict(state.pinned), version=expected_version + 1)
+        self.saves += 1
+        return True
+
+    async def recent(self, limit: int) -> list[StoredMessage]:
+        self.reads += 1
+        return sorted(self.messages, key=lambda m: m.cursor)[-limit:]
+
+    async def after(self, cursor: Cursor | None, limit: int) -> list[StoredMessage]:
+        self.reads += 1
+        ordered = sorted(self.messages, key=lambda m: m.cursor)
+        return [m for m in ordered if cursor is None or m.cursor > cursor][:limit]
+
+    async def count_after(self, cursor: Cursor | None, before: Cursor) -> int:
+        self.reads += 1
+        return sum(1 for m in self.messages if (cursor is None or m.cursor > cursor) and m.cursor < before)
+
+
+FACT = re.compile(r"\b(PRJ-\d+|[A-Z]{2} cluster)\b")
+
+
+class RecordingSummarizer:
+    """Answers a fold deterministically: pinned facts found by pattern, a summary listing the facts seen.
+
+    Records every prompt it receives. `answers` replaces the computed answer for the next calls, in order.
+    """
+
+    def __init__(self, answers: list[str | BaseException] | None = None) -> None:
+        self.prompts: list[list[BaseMessage]] = []
+        self.answers = list(answers or [])
+
+    async def __call__(self, prompt: list[BaseMessage]) -> str:
+        self.prompts.append(prompt)
+        if self.answers:
+            answer = self.answers.pop(0)
+            if isinstance(answer, BaseException):
+                raise answer
+            return answer
+        return summarize_deterministically(str(prompt[-1].content))
+
+    @property
+    def calls(self) -> int:
+        return len(self.prompts)
+
+
+def summarize_deterministically(data: str) -> str:
+    """A fold answer built from the prompt's data: facts by pattern, previous bullets kept."""
+    previous = data.split("Previous summary:\n<summary>\n", 1)[1].split("\n</summary>", 1)[0]
+    facts = sorted(set(FACT.findall(data)))
+    pinned = {}
+    for fact in facts:
+        pinned["project_id" if fact.startswith("PRJ-") else "cluster"] = fact
+    lines = [line for line in previous.splitlines() if line.startswith("- ")]
+    lines += [f"- mentioned {fact}" for fact in facts if f"- mentioned {fact}" not in lines]
+    return "```json\n" + json.dumps({"pinned": pinned, "summary": "\n".join(lines) or "- small talk"}) + "\n```"
