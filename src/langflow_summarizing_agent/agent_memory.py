@@ -1,0 +1,281 @@
+"""Langflow wiring of the fold: turns the component's inputs into a fold, and a fold into the Agent's history.
+
+The component calls `summarized_memory_data()` from `get_memory_data()` and `compact_reply()` for `/compact`.
+Failures of the summary or of the database never block a turn: they fall back to the stock last-N history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from lfx.schema.message import Message
+from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_NAME_USER, MESSAGE_SENDER_USER
+
+from langflow_summarizing_agent.fold import (
+    COMPACT_COMMAND,
+    COMPACT_REPLY_PREFIX,
+    FoldSettings,
+    Folder,
+    TurnHistory,
+)
+from langflow_summarizing_agent.state import StoredMessage
+
+logger = logging.getLogger(__name__)
+
+MAX_PINNED_KEYS = 20
+PINNED_KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
+DEFAULT_SUMMARY_TIMEOUT_SECONDS = 60.0
+FALLBACK_NOTE = "Summaries need a Langflow database; using the last N messages as the stock Agent does."
+
+StockHistory = Callable[[], Awaitable[list[Message]]]
+
+
+def clean_pinned_keys(raw: Any) -> tuple[str, ...]:
+    """Pinned key names from the input: blanks dropped, duplicates merged, anything else refused clearly."""
+    if raw is None or raw == "":
+        return ()
+    items = [raw] if isinstance(raw, str) else list(raw)
+    keys: list[str] = []
+    for item in items:
+        key = str(getattr(item, "text", item)).strip()
+        if not key or key in keys:
+            continue
+        if not PINNED_KEY_PATTERN.match(key):
+            msg = (
+                f"Pinned Keys: {key[:80]!r} is not usable as a key. Use a short name of letters, digits, '_', '.' "
+                "or '-' that starts with a letter or '_', for example project_id."
+            )
+            raise ValueError(msg)
+        keys.append(key)
+    if len(keys) > MAX_PINNED_KEYS:
+        msg = f"Pinned Keys: {len(keys)} keys given; keep at most {MAX_PINNED_KEYS} so the summary stays small."
+        raise ValueError(msg)
+    return tuple(keys)
+
+
+def fold_settings_from(component: Any, summary_model_name: str | None) -> FoldSettings:
+    return FoldSettings(
+        n_messages=_int(component, "n_messages", 100),
+        pinned_keys=clean_pinned_keys(getattr(component, "pinned_keys", None)),
+        fold_batch=_int(component, "fold_batch", FoldSettings.fold_batch),
+        summary_words=_int(component, "summary_words", FoldSettings.summary_words),
+        history_token_budget=_int(component, "history_token_budget", FoldSettings.history_token_budget),
+        max_folds_per_turn=_int(component, "max_folds_per_turn", FoldSettings.max_folds_per_turn),
+        summary_model=summary_model_name,
+    )
+
+
+def _int(component: Any, name: str, default: int) -> int:
+    value = getattr(component, name, None)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        msg = f"{name.replace('_', ' ').title()} must be a whole number, got {value!r}."
+        raise ValueError(msg) from None
+
+
+def _input_id(component: Any) -> str | None:
+    value = getattr(getattr(component, "input_value", None), "id", None)
+    return str(value) if value else None
+
+
+def _turn_key(component: Any) -> tuple[str, ...]:
+    graph = component.graph
+    text = getattr(component.input_value, "text", component.input_value)
+    return (str(graph.session_id), str(getattr(graph, "run_id", "")), _input_id(component) or str(text))
+
+
+def _summary_llm(component: Any) -> Any:
+    """The model that folds: the Summary Model input if connected, else the Agent's own, with streaming off."""
+    connected = getattr(component, "summary_model", None)
+    if connected:
+        return connected
+    from lfx.base.models.unified_models import get_llm
+
+    return get_llm(
+        model=component.model,
+        user_id=component.user_id,
+        api_key=getattr(component, "api_key", None),
+        stream=False,
+        watsonx_url=getattr(component, "base_url_ibm_watsonx", None),
+        watsonx_project_id=getattr(component, "project_id", None),
+    )
+
+
+def model_name_of(llm: Any) -> str | None:
+    for attribute in ("model_name", "model", "model_id"):
+        value = getattr(llm, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(llm).__name__ if llm is not None else None
+
+
+def make_summarizer(llm: Any, timeout_seconds: float) -> Callable[[list[BaseMessage]], Awaitable[str]]:
+    async def summarize(prompt: list[BaseMessage]) -> str:
+        # No callbacks: fold tokens must never reach the Playground stream or the agent's trace.
+        response = await asyncio.wait_for(
+            llm.ainvoke(prompt, config={"callbacks": [], "run_name": "summarizing_agent_fold"}),
+            timeout=timeout_seconds,
+        )
+        return _text_of(response)
+
+    return summarize
+
+
+def _text_of(response: Any) -> str:
+    content = getattr(response, "content", response)
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "") if isinstance(part, dict) else str(part) for part in content if part is not None
+        )
+    return str(content or "")
+
+
+def to_agent_history(turn: TurnHistory, session_id: str) -> list[Message]:
+    """`[summary message, *verbatim]` as lfx Messages; the summary is user-role and has no id (never stored)."""
+    history: list[Message] = []
+    if turn.summary_text:
+        history.append(
+            Message(
+                text=turn.summary_text,
+                sender=MESSAGE_SENDER_USER,
+                sender_name=MESSAGE_SENDER_NAME_USER,
+                session_id=session_id,
+            )
+        )
+    history.extend(_as_message(m, session_id) for m in turn.verbatim)
+    return history
+
+
+def _as_message(message: StoredMessage, session_id: str) -> Message:
+    if message.payload is not None:
+        return message.payload
+    sender = MESSAGE_SENDER_USER if message.role == "user" else MESSAGE_SENDER_AI
+    return Message(text=message.text, sender=sender, sender_name=sender, session_id=session_id)
+
+
+def describe_turn(turn: TurnHistory) -> str:
+    """One status line: what was folded, what the summary covers, history tokens sent against the stock Agent."""
+    parts = []
+    if turn.folded:
+        parts.append(f"folded {turn.folded} messages in {turn.fold_calls} summary call(s)")
+    if turn.state.absorbed_count:
+        parts.append(f"summary covers {turn.state.absorbed_count} earlier messages")
+    if turn.not_summarized:
+        parts.append(f"{turn.not_summarized} earlier messages not summarized yet")
+    parts.append(f"{len(turn.verbatim)} recent messages verbatim")
+    parts.append(f"history input ~{turn.history_tokens} tokens (stock Agent: ~{turn.stock_history_tokens})")
+    parts.extend(turn.problems)
+    return "Summarizing Agent: " + "; ".join(parts) + "."
+
+
+async def summarized_memory_data(
+    component: Any, stock_history: StockHistory, *, compact: bool = False
+) -> list[Message]:
+    """The Agent's chat history with the switch on. Runs the fold at most once per turn."""
+    if _int(component, "n_messages", 100) == 0:
+        return []
+    key = _turn_key(component)
+    cached = getattr(component, "_summarizing_turn", None)
+    if cached is not None and cached[0] == key:
+        return list(cached[1])
+
+    from langflow_summarizing_agent import session_memory
+
+    if not session_memory.session_memory_supported():
+        _report(component, FALLBACK_NOTE)
+        return await stock_history()
+
+    llm = _summary_llm(component)
+    settings = fold_settings_from(component, model_name_of(llm))
+    timeout = float(getattr(component, "summary_timeout", None) or DEFAULT_SUMMARY_TIMEOUT_SECONDS)
+    graph = component.graph
+    input_id = _input_id(component)
+    from lfx.components.models_and_agents.memory import _safe_graph_user_id
+
+    store = session_memory.LangflowSessionStore(
+        flow_id=getattr(graph, "flow_id", None),
+        user_id=_safe_graph_user_id(component),
+        session_id=graph.session_id,
+        context_id=getattr(component, "context_id", None) or None,
+        exclude_ids=(input_id,) if input_id else (),
+    )
+    try:
+        turn = await Folder(store, make_summarizer(llm, timeout), settings).prepare_history(compact=compact)
+    except Exception as exc:  # noqa: BLE001 - a database failure must not block the turn
+        logger.exception("Summarizing Agent: session memory failed; using the last N messages")
+        _report(component, f"Summarizing Agent: session memory unavailable ({type(exc).__name__}); used the last N.")
+        return await stock_history()
+
+    history = to_agent_history(turn, str(graph.session_id))
+    component._summarizing_turn = (key, history, turn)
+    _report(component, describe_turn(turn))
+    return list(history)
+
+
+def last_turn(component: Any) -> TurnHistory | None:
+    cached = getattr(component, "_summarizing_turn", None)
+    return cached[2] if cached is not None else None
+
+
+def _report(component: Any, text: str) -> None:
+    component._summarizing_report = text
+    logger.info(text)
+    log = getattr(component, "log", None)
+    if callable(log):
+        try:
+            log(text)
+        except Exception:  # noqa: BLE001 - logging must not break a turn
+            logger.debug("component log unavailable", exc_info=True)
+
+
+def report_of(component: Any) -> str | None:
+    return getattr(component, "_summarizing_report", None)
+
+
+def is_compact_request(component: Any) -> bool:
+    if not getattr(component, "summarize_older_messages", False):
+        return False
+    text = getattr(component.input_value, "text", component.input_value)
+    return isinstance(text, str) and text.strip() == COMPACT_COMMAND
+
+
+def compact_reply_text(turn: TurnHistory | None, pinned_keys: Sequence[str], fallback_note: str | None) -> str:
+    if turn is None:
+        return f"{COMPACT_REPLY_PREFIX} nothing was folded. {fallback_note or ''}".strip()
+    pinned = ", ".join(f"{k}={turn.state.pinned[k]}" for k in pinned_keys if turn.state.pinned.get(k)) or "none set"
+    if turn.problems:
+        outcome = f"the summary call failed, nothing was folded ({'; '.join(turn.problems)})"
+    elif turn.folded:
+        outcome = f"folded {turn.folded} messages into the summary"
+    else:
+        outcome = "nothing older than the recent window to fold"
+    return (
+        f"{COMPACT_REPLY_PREFIX} {outcome}. The summary now covers {turn.state.absorbed_count} messages; "
+        f"{len(turn.verbatim)} recent messages stay verbatim. Pinned: {pinned}."
+    )
+
+
+async def compact_reply(component: Any, stock_history: StockHistory) -> Message:
+    """Answer `/compact` without calling the agent."""
+    await summarized_memory_data(component, stock_history, compact=True)
+    turn = last_turn(component)
+    keys = clean_pinned_keys(getattr(component, "pinned_keys", None))
+    text = compact_reply_text(turn, keys, None if turn else report_of(component))
+    message = Message(
+        text=text,
+        sender=MESSAGE_SENDER_AI,
+        sender_name=getattr(component, "display_name", None) or MESSAGE_SENDER_AI,
+        session_id=component.graph.session_id,
+    )
+    component.status = text
+    return message

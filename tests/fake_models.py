@@ -1,0 +1,69 @@
+"""Chat models that work offline and record every input they receive."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
+
+from langflow_summarizing_agent.fold import FOLD_SYSTEM_PROMPT
+from tests.fakes import summarize_deterministically
+
+FOLD_PROMPT_START = FOLD_SYSTEM_PROMPT.split("\n", 1)[0]
+
+
+def is_fold_prompt(messages: list[BaseMessage]) -> bool:
+    return (
+        bool(messages)
+        and isinstance(messages[0], SystemMessage)
+        and str(messages[0].content).startswith(FOLD_PROMPT_START)
+    )
+
+
+class RecordingChatModel(BaseChatModel):
+    """Answers agent calls with `reply` and fold calls deterministically; keeps every input in `calls`.
+
+    `fail_folds` makes every fold call raise, as a provider outage would.
+    """
+
+    reply: str = "Noted."
+    fail_folds: bool = False
+    calls: list[list[BaseMessage]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "recording-fake"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> RecordingChatModel:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any):
+        self.calls.append(list(messages))
+        if is_fold_prompt(messages):
+            if self.fail_folds:
+                msg = "summary provider unavailable"
+                raise RuntimeError(msg)
+            text = summarize_deterministically(str(messages[-1].content))
+        else:
+            text = self.reply
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+
+    @property
+    def agent_calls(self) -> list[list[BaseMessage]]:
+        return [call for call in self.calls if not is_fold_prompt(call)]
+
+    @property
+    def fold_calls(self) -> list[list[BaseMessage]]:
+        return [call for call in self.calls if is_fold_prompt(call)]
+
+
+RECORDERS: dict[str, RecordingChatModel] = {}
+"""Models built by `RecordingModelComponent` in this process, by recorder name, so tests can read their calls."""
+
+
+def recorder(name: str, **settings: Any) -> RecordingChatModel:
+    RECORDERS[name] = RecordingChatModel(**settings)
+    return RECORDERS[name]
