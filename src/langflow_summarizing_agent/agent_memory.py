@@ -19,8 +19,8 @@ from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_NAME_USER, MES
 from langflow_summarizing_agent.fold import (
     COMPACT_COMMAND,
     COMPACT_REPLY_PREFIX,
-    FoldSettings,
     Folder,
+    FoldSettings,
     TurnHistory,
 )
 from langflow_summarizing_agent.state import StoredMessage
@@ -211,7 +211,7 @@ async def summarized_memory_data(
     )
     try:
         turn = await Folder(store, make_summarizer(llm, timeout), settings).prepare_history(compact=compact)
-    except Exception as exc:  # noqa: BLE001 - a database failure must not block the turn
+    except Exception as exc:
         logger.exception("Summarizing Agent: session memory failed; using the last N messages")
         _report(component, f"Summarizing Agent: session memory unavailable ({type(exc).__name__}); used the last N.")
         return await stock_history()
@@ -234,7 +234,7 @@ def _report(component: Any, text: str) -> None:
     if callable(log):
         try:
             log(text)
-        except Exception:  # noqa: BLE001 - logging must not break a turn
+        except Exception:
             logger.debug("component log unavailable", exc_info=True)
 
 
