@@ -1,0 +1,62 @@
+"""The `session_memory_state` table: one row of memory per chat-history scope.
+
+The model lives in its own SQLModel registry, so its table is not in Langflow's `SQLModel.metadata`: Langflow
+refuses to start when its metadata holds a table its own migrations do not create. This package's Alembic
+environment (`migrations/`) creates the table instead.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from uuid import UUID, uuid4
+
+from sqlalchemy import JSON, Column, DateTime, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy.orm import registry
+from sqlmodel import Field, SQLModel
+
+TABLE_NAME = "session_memory_state"
+SCOPE_CONSTRAINT = "uq_session_memory_state_scope"
+SCOPE_COLUMNS = ("flow_id", "user_id", "session_id", "context_id")
+
+NO_CONTEXT = ""
+"""Stored `context_id` of a session without a context.
+
+NULLs are distinct in unique constraints on SQLite and Postgres; an empty string keeps one row per session.
+"""
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(SQLModel, registry=registry()):
+    """Root of this package's tables, with a metadata of its own (kept out of Langflow's migration check)."""
+
+
+class SessionMemoryStateTable(Base, table=True):
+    """Summary, pinned facts and fold cursor of one `(flow_id, user_id, session_id, context_id)` scope.
+
+    `covered_until_timestamp` has the type of `message.timestamp` (no time zone, UTC by Langflow's convention)
+    so the keyset comparison against messages compares like with like.
+    """
+
+    __tablename__ = TABLE_NAME
+    # The unique key leads with flow_id, so it also serves the purge by flow; no separate flow_id index.
+    __table_args__ = (UniqueConstraint(*SCOPE_COLUMNS, name=SCOPE_CONSTRAINT),)
+
+    id: UUID = Field(default_factory=uuid4, primary_key=True)
+    flow_id: UUID = Field(nullable=False)
+    user_id: UUID = Field(nullable=False)
+    session_id: str = Field(sa_column=Column(String, nullable=False))
+    context_id: str = Field(default=NO_CONTEXT, sa_column=Column(String, nullable=False, server_default=text("''")))
+    summary: str = Field(default="", sa_column=Column(Text, nullable=False))
+    pinned: dict[str, str] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    covered_until_message_id: UUID | None = Field(default=None)
+    covered_until_timestamp: datetime | None = Field(default=None, sa_column=Column(DateTime(), nullable=True))
+    absorbed_count: int = Field(default=0, sa_column=Column(Integer, nullable=False))
+    summary_model: str | None = Field(default=None, sa_column=Column(String, nullable=True))
+    version: int = Field(default=1, sa_column=Column(Integer, nullable=False))
+    failed_folds: int = Field(default=0, sa_column=Column(Integer, nullable=False))
+    retry_after: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
+    created_at: datetime = Field(default_factory=_utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))
+    updated_at: datetime = Field(default_factory=_utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))
