@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs this package with its test extras into .venv (created on first use) and runs the whole test suite.
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k fold`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -x .venv/bin/python ]; then
+  "${PYTHON:-python3}" -m venv .venv
+fi
+[ -x .venv/bin/uv ] || .venv/bin/python -m pip install --quiet --disable-pip-version-check uv
+.venv/bin/uv pip install --quiet --python .venv/bin/python -e ".[test]"
+exec .venv/bin/python -m pytest -q "$@"
