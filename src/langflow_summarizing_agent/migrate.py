@@ -99,7 +99,12 @@ async def ensure_migrated() -> None:
     Cheap after the first call. Blocking work runs in a thread. Raises when the migration fails, and tries
     again on the next call.
     """
-    from lfx.services.deps import get_db_service
+    from lfx.utils.langflow_utils import has_langflow_db_backend
+
+    if not has_langflow_db_backend():
+        msg = "Langflow's database service is not running; migrate with `langflow summarizing-agent migrate`."
+        raise RuntimeError(msg)
+    from langflow.services.deps import get_db_service
 
     url = sync_database_url(get_db_service().database_url)
     if url in _migrated_urls:

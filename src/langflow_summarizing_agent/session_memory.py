@@ -1,0 +1,490 @@
+"""Session memory on Langflow's database: the state row and the message reads the fold needs.
+
+Every function resolves the flow and owner with `langflow.memory._message_scope`, the check behind Langflow's
+own `aget_messages()`: inside a graph run the executing graph's flow and owner win, and a caller asking for
+another flow or owner gets nothing (None, False, [] or 0) rather than someone else's rows. Outside a graph
+run both ids must be given and valid.
+
+Without a Langflow database (standalone `lfx`, or langflow installed but its services not initialised) the
+functions report "unsupported" the same way, without raising, so the component can fall back to last-N.
+Database errors do raise.
+
+Each call costs one statement (plus one migration check per process and database, see `migrate`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+from uuid import UUID, uuid4
+
+from lfx.utils.langflow_utils import has_langflow_db_backend
+from sqlalchemy import and_, delete, func, or_, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.elements import ColumnElement
+from sqlmodel import col, select
+
+from langflow_summarizing_agent.migrate import ensure_migrated
+from langflow_summarizing_agent.models import NO_CONTEXT, SCOPE_COLUMNS, TABLE_NAME, SessionMemoryStateTable
+from langflow_summarizing_agent.state import Cursor, MemoryState, StoredMessage
+
+if TYPE_CHECKING:
+    from langflow.services.database.models.message.model import MessageTable
+
+__all__ = [
+    "LangflowSessionStore",
+    "acount_messages_after",
+    "adelete_session_memory_states",
+    "aget_messages_after",
+    "aget_recent_messages",
+    "aget_session_memory_state",
+    "asave_session_memory_state",
+    "session_memory_supported",
+]
+
+USER_SENDER = "User"
+"""`message.sender` of a user turn; every other sender is the assistant (as in `Message.to_lc_message`)."""
+
+ERROR_CATEGORY = "error"
+
+# Writes go through the Core table: ORM-enabled DML would add ORM bookkeeping to a single statement.
+_TABLE = SessionMemoryStateTable.metadata.tables[TABLE_NAME]
+_Scope = tuple[UUID, UUID]
+Id = str | UUID
+
+
+def session_memory_supported() -> bool:
+    """True when Langflow's database is available; False under standalone lfx or before services start."""
+    return has_langflow_db_backend()
+
+
+async def aget_session_memory_state(
+    *, flow_id: Id | None, user_id: Id | None, session_id: str, context_id: str | None = None
+) -> MemoryState | None:
+    """The stored state of the scope, or None when there is none, the scope does not resolve, or unsupported."""
+    scope = await _resolved_scope(flow_id, user_id, session_id)
+    if scope is None:
+        return None
+    from langflow.services.deps import session_scope
+
+    async with session_scope() as session:
+        row = (
+            await session.exec(select(SessionMemoryStateTable).where(*_state_filters(scope, session_id, context_id)))
+        ).first()
+        return None if row is None else _to_memory_state(row)
+
+
+async def asave_session_memory_state(
+    state: MemoryState,
+    *,
+    flow_id: Id | None,
+    user_id: Id | None,
+    session_id: str,
+    context_id: str | None = None,
+    expected_version: int,
+) -> bool:
+    """Store `state` if the stored version is still `expected_version`; never overwrites another writer.
+
+    `expected_version` 0 inserts the row (version 1); any other value is a compare-and-swap that bumps the
+    version by one. False when another writer saved first (or the scope does not resolve, or unsupported).
+    On success `state.version` and `state.updated_at` are set to what was stored.
+    """
+    if expected_version < 0:
+        msg = f"expected_version must be 0 (insert) or a stored version, got {expected_version}"
+        raise ValueError(msg)
+    scope = await _resolved_scope(flow_id, user_id, session_id)
+    if scope is None:
+        return False
+    from langflow.services.deps import session_scope
+
+    now = datetime.now(timezone.utc)
+    values = _state_values(state, updated_at=now)
+    async with session_scope() as session:
+        if expected_version == 0:
+            dialect = (await session.connection()).dialect.name
+            insert = _insert_if_absent(dialect).values(
+                id=uuid4(),
+                flow_id=scope[0],
+                user_id=scope[1],
+                session_id=session_id,
+                context_id=context_id or NO_CONTEXT,
+                version=1,
+                created_at=now,
+                **values,
+            )
+            # A concurrent insert of the same scope makes this a no-op, not an error. RETURNING tells the two
+            # apart: under SQLAlchemy's psycopg dialect an INSERT's rowcount is -1.
+            insert = insert.on_conflict_do_nothing(index_elements=list(SCOPE_COLUMNS)).returning(_TABLE.c.id)
+            saved = (await session.exec(insert)).first() is not None
+        else:
+            update_stmt = (
+                update(_TABLE)
+                .where(*_state_filters(scope, session_id, context_id), _TABLE.c.version == expected_version)
+                .values(version=_TABLE.c.version + 1, **values)
+            )
+            saved = (await session.exec(update_stmt)).rowcount == 1
+    if saved:
+        state.version = expected_version + 1
+        state.updated_at = now
+    return saved
+
+
+async def adelete_session_memory_states(
+    *, flow_id: Id | None, user_id: Id | None = None, session_ids: Collection[str] | None = None
+) -> int:
+    """Delete the state rows of `session_ids` in a flow, or of the whole flow when `session_ids` is None.
+
+    Outside a graph run, `user_id=None` means every owner of the flow: the purge that follows Langflow deleting
+    a flow's or a session's messages. Inside a graph run the graph's owner applies. Returns the rows deleted.
+    """
+    if session_ids is not None and not session_ids:
+        return 0
+    if not session_memory_supported():
+        return 0
+    from langflow.memory import _message_scope
+
+    resolved_flow, resolved_owner = _message_scope(flow_id, user_id)
+    # An owner that was given but does not resolve must not widen the purge to every owner.
+    if resolved_flow is None or (resolved_owner is None and user_id is not None):
+        return 0
+    await ensure_migrated()
+    from langflow.services.deps import session_scope
+
+    stmt = delete(_TABLE).where(_TABLE.c.flow_id == resolved_flow)
+    if resolved_owner is not None:
+        stmt = stmt.where(_TABLE.c.user_id == resolved_owner)
+    if session_ids is not None:
+        stmt = stmt.where(_TABLE.c.session_id.in_(list(session_ids)))
+    async with session_scope() as session:
+        return (await session.exec(stmt)).rowcount
+
+
+async def aget_messages_after(
+    cursor: Cursor | None,
+    *,
+    flow_id: Id | None,
+    user_id: Id | None,
+    session_id: str,
+    context_id: str | None = None,
+    limit: int,
+    exclude_ids: Iterable[Id] = (),
+) -> list[StoredMessage]:
+    """Up to `limit` messages after `cursor` (from the start when None), oldest first.
+
+    Ordered by `(timestamp, id)` like Memory Base ingestion, skipping error rows (`error` or category
+    `"error"`). A `context_id` narrows the read to that context; without one, every context of the session
+    is read, as in `aget_messages()`.
+    """
+    scope = await _resolved_scope(flow_id, user_id, session_id)
+    if scope is None or limit <= 0:
+        return []
+    from langflow.services.database.models.message.model import MessageTable
+
+    filters = _message_filters(scope, session_id, context_id, exclude_ids)
+    if cursor is not None:
+        filters.append(_after(cursor))
+    stmt = select(MessageTable).where(*filters).order_by(*_message_order(ascending=True)).limit(limit)
+    return await _read_messages(stmt)
+
+
+async def aget_recent_messages(
+    *,
+    flow_id: Id | None,
+    user_id: Id | None,
+    session_id: str,
+    context_id: str | None = None,
+    limit: int,
+    exclude_ids: Iterable[Id] = (),
+) -> list[StoredMessage]:
+    """The newest `limit` messages of the session, oldest first, without `exclude_ids` and error rows."""
+    scope = await _resolved_scope(flow_id, user_id, session_id)
+    if scope is None or limit <= 0:
+        return []
+    from langflow.services.database.models.message.model import MessageTable
+
+    filters = _message_filters(scope, session_id, context_id, exclude_ids)
+    stmt = select(MessageTable).where(*filters).order_by(*_message_order(ascending=False)).limit(limit)
+    return list(reversed(await _read_messages(stmt)))
+
+
+async def acount_messages_after(
+    cursor: Cursor | None,
+    before: Cursor,
+    *,
+    flow_id: Id | None,
+    user_id: Id | None,
+    session_id: str,
+    context_id: str | None = None,
+    exclude_ids: Iterable[Id] = (),
+) -> int:
+    """How many messages lie strictly between `cursor` (the start when None) and `before`."""
+    scope = await _resolved_scope(flow_id, user_id, session_id)
+    if scope is None:
+        return 0
+    from langflow.services.database.models.message.model import MessageTable
+    from langflow.services.deps import session_scope
+
+    filters = _message_filters(scope, session_id, context_id, exclude_ids)
+    if cursor is not None:
+        filters.append(_after(cursor))
+    filters.append(_before(before))
+    async with session_scope() as session:
+        return int((await session.exec(select(func.count()).select_from(MessageTable).where(*filters))).one())
+
+
+class LangflowSessionStore:
+    """`SessionStore` for one scope on Langflow's database.
+
+    `exclude_ids` holds the current turn's input: it is already stored when history is read, and the Agent
+    receives it as the input, so no read returns it.
+
+    `load_state` treats a row as stale, and returns it emptied, when its session lost the messages it covers:
+    the cursor's message is gone (session deleted or renamed), or no message is left at all. The emptied
+    state keeps the stored version, so the next save replaces the stale row by compare-and-swap.
+    """
+
+    def __init__(
+        self,
+        *,
+        flow_id: Id | None,
+        user_id: Id | None,
+        session_id: str,
+        context_id: str | None = None,
+        exclude_ids: Iterable[Id] = (),
+    ) -> None:
+        self.flow_id = flow_id
+        self.user_id = user_id
+        self.session_id = session_id
+        self.context_id = context_id
+        self.exclude_ids = tuple(exclude_ids)
+
+    async def load_state(self) -> MemoryState:
+        scope = await _resolved_scope(self.flow_id, self.user_id, self.session_id)
+        if scope is None:
+            return MemoryState()
+        from langflow.services.database.models.message.model import MessageTable
+        from langflow.services.deps import session_scope
+
+        session_messages = select(MessageTable.id).where(
+            col(MessageTable.flow_id) == scope[0],
+            col(MessageTable.user_id) == scope[1],
+            col(MessageTable.session_id) == self.session_id,
+        )
+        # One round trip: the row and whether what it covers still exists.
+        covered_exists = or_(
+            and_(
+                _TABLE.c.covered_until_message_id.is_(None),
+                session_messages.exists(),
+            ),
+            session_messages.where(col(MessageTable.id) == _TABLE.c.covered_until_message_id).exists(),
+        )
+        stmt = select(SessionMemoryStateTable, covered_exists.label("covered_exists")).where(
+            *_state_filters(scope, self.session_id, self.context_id)
+        )
+        async with session_scope() as session:
+            found = (await session.exec(stmt)).first()
+        if found is None:
+            return MemoryState()
+        row, is_current = found
+        if not is_current:
+            return MemoryState(version=row.version)
+        return _to_memory_state(row)
+
+    async def save_state(self, state: MemoryState, expected_version: int) -> bool:
+        return await asave_session_memory_state(
+            state,
+            flow_id=self.flow_id,
+            user_id=self.user_id,
+            session_id=self.session_id,
+            context_id=self.context_id,
+            expected_version=expected_version,
+        )
+
+    async def recent(self, limit: int) -> list[StoredMessage]:
+        return await aget_recent_messages(
+            flow_id=self.flow_id,
+            user_id=self.user_id,
+            session_id=self.session_id,
+            context_id=self.context_id,
+            limit=limit,
+            exclude_ids=self.exclude_ids,
+        )
+
+    async def after(self, cursor: Cursor | None, limit: int) -> list[StoredMessage]:
+        return await aget_messages_after(
+            cursor,
+            flow_id=self.flow_id,
+            user_id=self.user_id,
+            session_id=self.session_id,
+            context_id=self.context_id,
+            limit=limit,
+            exclude_ids=self.exclude_ids,
+        )
+
+    async def count_after(self, cursor: Cursor | None, before: Cursor) -> int:
+        return await acount_messages_after(
+            cursor,
+            before,
+            flow_id=self.flow_id,
+            user_id=self.user_id,
+            session_id=self.session_id,
+            context_id=self.context_id,
+            exclude_ids=self.exclude_ids,
+        )
+
+
+async def _resolved_scope(flow_id: Id | None, user_id: Id | None, session_id: str) -> _Scope | None:
+    """The trusted (flow, owner) of a call, or None to answer "nothing" (unsupported, unresolved, no session)."""
+    if not session_id or not session_memory_supported():
+        return None
+    from langflow.memory import _message_scope
+
+    resolved_flow, resolved_owner = _message_scope(flow_id, user_id)
+    if resolved_flow is None or resolved_owner is None:
+        return None
+    await ensure_migrated()
+    return resolved_flow, resolved_owner
+
+
+def _state_filters(scope: _Scope, session_id: str, context_id: str | None) -> list[ColumnElement[bool]]:
+    return [
+        _TABLE.c.flow_id == scope[0],
+        _TABLE.c.user_id == scope[1],
+        _TABLE.c.session_id == session_id,
+        _TABLE.c.context_id == (context_id or NO_CONTEXT),
+    ]
+
+
+def _insert_if_absent(dialect: str) -> Any:
+    if dialect == "postgresql":
+        return postgresql.insert(_TABLE)
+    if dialect == "sqlite":
+        return sqlite.insert(_TABLE)
+    msg = f"Session memory supports SQLite and PostgreSQL databases, not {dialect!r}"
+    raise NotImplementedError(msg)
+
+
+def _state_values(state: MemoryState, *, updated_at: datetime) -> dict[str, Any]:
+    cursor = state.cursor
+    return {
+        "summary": state.summary,
+        "pinned": dict(state.pinned),
+        "covered_until_message_id": None if cursor is None else UUID(cursor.message_id),
+        "covered_until_timestamp": None if cursor is None else _naive_utc(cursor.timestamp),
+        "absorbed_count": state.absorbed_count,
+        "summary_model": state.summary_model,
+        "failed_folds": state.failed_folds,
+        "retry_after": None if state.retry_after is None else _aware_utc(state.retry_after),
+        "updated_at": updated_at,
+    }
+
+
+def _to_memory_state(row: SessionMemoryStateTable) -> MemoryState:
+    cursor = None
+    if row.covered_until_message_id is not None and row.covered_until_timestamp is not None:
+        cursor = Cursor(_aware_utc(row.covered_until_timestamp), str(row.covered_until_message_id))
+    return MemoryState(
+        summary=row.summary,
+        pinned=dict(row.pinned or {}),
+        cursor=cursor,
+        absorbed_count=row.absorbed_count,
+        summary_model=row.summary_model,
+        version=row.version,
+        failed_folds=row.failed_folds,
+        retry_after=None if row.retry_after is None else _aware_utc(row.retry_after),
+        updated_at=_aware_utc(row.updated_at),
+    )
+
+
+def _message_filters(
+    scope: _Scope, session_id: str, context_id: str | None, exclude_ids: Iterable[Id]
+) -> list[ColumnElement[bool]]:
+    from langflow.services.database.models.message.model import MessageTable
+
+    filters = [
+        col(MessageTable.flow_id) == scope[0],
+        col(MessageTable.user_id) == scope[1],
+        col(MessageTable.session_id) == session_id,
+        col(MessageTable.error).is_(False),
+        # A NULL category is an ordinary message, not an error.
+        func.coalesce(col(MessageTable.category), "") != ERROR_CATEGORY,
+    ]
+    if context_id:
+        filters.append(col(MessageTable.context_id) == context_id)
+    excluded = [uid for uid in map(_as_uuid, exclude_ids) if uid is not None]
+    if excluded:
+        filters.append(col(MessageTable.id).not_in(excluded))
+    return filters
+
+
+def _message_order(*, ascending: bool) -> tuple[Any, Any]:
+    from langflow.services.database.models.message.model import MessageTable
+
+    timestamp, message_id = col(MessageTable.timestamp), col(MessageTable.id)
+    if ascending:
+        return timestamp.asc(), message_id.asc()
+    return timestamp.desc(), message_id.desc()
+
+
+def _after(cursor: Cursor) -> ColumnElement[bool]:
+    from langflow.services.database.models.message.model import MessageTable
+
+    timestamp, message_id = _cursor_binds(cursor)
+    return or_(
+        col(MessageTable.timestamp) > timestamp,
+        and_(col(MessageTable.timestamp) == timestamp, col(MessageTable.id) > message_id),
+    )
+
+
+def _before(cursor: Cursor) -> ColumnElement[bool]:
+    from langflow.services.database.models.message.model import MessageTable
+
+    timestamp, message_id = _cursor_binds(cursor)
+    return or_(
+        col(MessageTable.timestamp) < timestamp,
+        and_(col(MessageTable.timestamp) == timestamp, col(MessageTable.id) < message_id),
+    )
+
+
+def _cursor_binds(cursor: Cursor) -> tuple[datetime, UUID]:
+    # message.timestamp is typed UTCDateTime, which only binds aware datetimes.
+    return _aware_utc(cursor.timestamp), UUID(cursor.message_id)
+
+
+async def _read_messages(stmt: Any) -> list[StoredMessage]:
+    from langflow.services.deps import session_scope
+
+    async with session_scope() as session:
+        rows: Sequence[MessageTable] = (await session.exec(stmt)).all()
+        return [await _to_stored_message(row) for row in rows]
+
+
+async def _to_stored_message(row: MessageTable) -> StoredMessage:
+    from langflow.schema.message import Message
+
+    return StoredMessage(
+        id=str(row.id),
+        timestamp=_aware_utc(row.timestamp),
+        role="user" if row.sender == USER_SENDER else "assistant",
+        text=row.text or "",
+        # Built exactly as langflow.memory.aget_messages builds it.
+        payload=await Message.create(**row.model_dump()),
+    )
+
+
+def _as_uuid(value: Id) -> UUID | None:
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(str(value))
+    except ValueError:
+        return None  # Cannot be a stored message id, so there is nothing to exclude.
+
+
+def _aware_utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def _naive_utc(value: datetime) -> datetime:
+    return value if value.tzinfo is None else value.astimezone(timezone.utc).replace(tzinfo=None)

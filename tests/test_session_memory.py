@@ -1,0 +1,589 @@
+"""Session memory on Langflow's real database (SQLite and Postgres): state row, CAS, scope, message reads, purge."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from langflow_summarizing_agent import session_memory as sm
+from langflow_summarizing_agent.models import SessionMemoryStateTable
+from langflow_summarizing_agent.state import Cursor, MemoryState
+from tests.conftest import LangflowDatabase, MemoryScope
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+@contextmanager
+def graph_run(flow_id: uuid.UUID | None, owner_id: uuid.UUID | None) -> Iterator[None]:
+    """The ambient scope Langflow binds around a component's build (`get_instance_results`)."""
+    from lfx.memory.flow_context import (
+        reset_current_flow_id,
+        reset_current_message_owner_id,
+        set_current_flow_id,
+        set_current_message_owner_id,
+    )
+
+    flow_token = set_current_flow_id(None if flow_id is None else str(flow_id))
+    owner_token = set_current_message_owner_id(owner_id)
+    try:
+        yield
+    finally:
+        reset_current_message_owner_id(owner_token)
+        reset_current_flow_id(flow_token)
+
+
+def sync_engine(langflow_db: LangflowDatabase) -> sa.Engine:
+    return sa.create_engine(langflow_db.url, poolclass=sa.pool.NullPool)
+
+
+# State row: insert and compare-and-swap
+
+
+async def test_insert_then_compare_and_swap(memory_scope: MemoryScope) -> None:
+    first = MemoryState(summary="first")
+    assert await sm.asave_session_memory_state(first, **memory_scope.kwargs(), expected_version=0)
+    assert first.version == 1
+
+    assert not await sm.asave_session_memory_state(
+        MemoryState(summary="dup"), **memory_scope.kwargs(), expected_version=0
+    )
+    assert await sm.asave_session_memory_state(
+        MemoryState(summary="second"), **memory_scope.kwargs(), expected_version=1
+    )
+    assert not await sm.asave_session_memory_state(
+        MemoryState(summary="stale"), **memory_scope.kwargs(), expected_version=1
+    )
+
+    stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
+    assert stored is not None
+    assert (stored.summary, stored.version) == ("second", 2)
+
+
+async def test_state_round_trips_every_field(memory_scope: MemoryScope) -> None:
+    cursor = Cursor(at(3.000123), str(uuid.uuid4()))
+    retry_after = datetime(2026, 5, 1, 8, 30, tzinfo=timezone(timedelta(hours=2)))
+    state = MemoryState(
+        summary="- the user runs PRJ-7",
+        pinned={"project_id": "PRJ-7", "cluster": "EU cluster"},
+        cursor=cursor,
+        absorbed_count=12,
+        summary_model="gpt-4o-mini",
+        failed_folds=2,
+        retry_after=retry_after,
+    )
+    assert await sm.asave_session_memory_state(state, **memory_scope.kwargs(), expected_version=0)
+
+    stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
+    assert stored is not None
+    assert stored.cursor == cursor
+    assert stored.retry_after == retry_after
+    assert stored.retry_after.tzinfo is not None
+    assert (stored.summary, stored.pinned, stored.absorbed_count, stored.summary_model, stored.failed_folds) == (
+        state.summary,
+        state.pinned,
+        12,
+        "gpt-4o-mini",
+        2,
+    )
+    assert stored.updated_at == state.updated_at
+
+
+async def test_version_only_increases(memory_scope: MemoryScope) -> None:
+    seen = []
+    for expected in [0, 1, 0, 2, 1, 3, 2, 4]:
+        await sm.asave_session_memory_state(
+            MemoryState(summary=f"v{expected}"), **memory_scope.kwargs(), expected_version=expected
+        )
+        stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
+        assert stored is not None
+        seen.append(stored.version)
+    assert seen == [1, 2, 2, 3, 3, 4, 4, 5]
+
+
+async def test_concurrent_writers_on_one_version_exactly_one_wins(memory_scope: MemoryScope) -> None:
+    assert await sm.asave_session_memory_state(MemoryState(summary="base"), **memory_scope.kwargs(), expected_version=0)
+
+    results = await asyncio.gather(
+        *(
+            sm.asave_session_memory_state(
+                MemoryState(summary=f"writer {n}"), **memory_scope.kwargs(), expected_version=1
+            )
+            for n in range(6)
+        )
+    )
+
+    assert results.count(True) == 1
+    stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
+    assert stored is not None
+    assert stored.version == 2
+    assert stored.summary == f"writer {results.index(True)}"
+
+
+async def test_concurrent_first_inserts_exactly_one_wins(memory_scope: MemoryScope) -> None:
+    results = await asyncio.gather(
+        *(
+            sm.asave_session_memory_state(
+                MemoryState(summary=f"writer {n}"), **memory_scope.kwargs(), expected_version=0
+            )
+            for n in range(6)
+        )
+    )
+
+    assert results.count(True) == 1
+    stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
+    assert stored is not None
+    assert (stored.version, stored.summary) == (1, f"writer {results.index(True)}")
+
+
+async def _wait_for_lock_waiters(admin: psycopg.AsyncConnection, count: int) -> None:
+    for _ in range(200):
+        cursor = await admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        row = await cursor.fetchone()
+        if row is not None and row[0] >= count:
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail(f"expected {count} writers waiting on a row lock; they never queued")
+
+
+def _libpq_url(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("langflow_db", ["postgres"], indirect=True)
+async def test_postgres_writers_racing_on_one_version(langflow_db: LangflowDatabase, memory_scope: MemoryScope) -> None:
+    """Two writers on two connections, both in flight on the same version: one wins, the other sees False."""
+    assert await sm.asave_session_memory_state(MemoryState(summary="base"), **memory_scope.kwargs(), expected_version=0)
+
+    async with (
+        await psycopg.AsyncConnection.connect(_libpq_url(langflow_db.url)) as blocker,
+        await psycopg.AsyncConnection.connect(_libpq_url(langflow_db.url), autocommit=True) as observer,
+    ):
+        # Hold the row so both writers are provably inside their UPDATE before either can finish.
+        await blocker.execute(
+            "SELECT id FROM session_memory_state WHERE flow_id = %s AND session_id = %s FOR UPDATE",
+            (memory_scope.flow_id, memory_scope.session_id),
+        )
+        writers = [
+            asyncio.create_task(
+                sm.asave_session_memory_state(
+                    MemoryState(summary=f"writer {n}"), **memory_scope.kwargs(), expected_version=1
+                )
+            )
+            for n in range(2)
+        ]
+        await _wait_for_lock_waiters(observer, 2)
+        await blocker.rollback()
+        results = await asyncio.gather(*writers)
+
+    assert sorted(results) == [False, True]
+    loser_view = await sm.aget_session_memory_state(**memory_scope.kwargs())
+    assert loser_view is not None
+    assert (loser_view.version, loser_view.summary) == (2, f"writer {results.index(True)}")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("langflow_db", ["postgres"], indirect=True)
+async def test_postgres_first_inserts_racing(langflow_db: LangflowDatabase, memory_scope: MemoryScope) -> None:
+    """Two first inserts of one scope, both waiting on the unique key: one row, one True."""
+    async with (
+        await psycopg.AsyncConnection.connect(_libpq_url(langflow_db.url)) as blocker,
+        await psycopg.AsyncConnection.connect(_libpq_url(langflow_db.url), autocommit=True) as observer,
+    ):
+        # An uncommitted insert of the same key makes both writers wait on the unique index.
+        await blocker.execute(
+            "INSERT INTO session_memory_state (id, flow_id, user_id, session_id, context_id, summary, pinned,"
+            " absorbed_count, version, failed_folds, created_at, updated_at)"
+            " VALUES (%s, %s, %s, %s, '', '', '{}', 0, 1, 0, now(), now())",
+            (uuid.uuid4(), memory_scope.flow_id, memory_scope.user_id, memory_scope.session_id),
+        )
+        writers = [
+            asyncio.create_task(
+                sm.asave_session_memory_state(
+                    MemoryState(summary=f"writer {n}"), **memory_scope.kwargs(), expected_version=0
+                )
+            )
+            for n in range(2)
+        ]
+        await _wait_for_lock_waiters(observer, 2)
+        await blocker.rollback()
+        results = await asyncio.gather(*writers)
+
+    assert sorted(results) == [False, True]
+    stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
+    assert stored is not None
+    assert (stored.version, stored.summary) == (1, f"writer {results.index(True)}")
+
+
+# Unique scope: "no context" is one row
+
+
+async def test_no_context_is_one_row_whether_none_or_empty(memory_scope: MemoryScope) -> None:
+    assert await sm.asave_session_memory_state(
+        MemoryState(summary="none"), **memory_scope.kwargs(context_id=None), expected_version=0
+    )
+    assert not await sm.asave_session_memory_state(
+        MemoryState(summary="empty"), **memory_scope.kwargs(context_id=""), expected_version=0
+    )
+
+    stored = await sm.aget_session_memory_state(**memory_scope.kwargs(context_id=""))
+    assert stored is not None
+    assert stored.summary == "none"
+
+
+async def test_database_refuses_a_second_no_context_row(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope
+) -> None:
+    assert await sm.asave_session_memory_state(MemoryState(), **memory_scope.kwargs(), expected_version=0)
+    now = datetime.now(timezone.utc)
+    duplicate = {
+        "id": uuid.uuid4(),
+        "flow_id": memory_scope.flow_id,
+        "user_id": memory_scope.user_id,
+        "session_id": memory_scope.session_id,
+        "summary": "",
+        "pinned": {},
+        "absorbed_count": 0,
+        "version": 1,
+        "failed_folds": 0,
+        "created_at": now,
+        "updated_at": now,
+    }
+    engine = sync_engine(langflow_db)
+    try:
+        # context_id left out: the column default ('') applies, as for any writer that does not set it.
+        with pytest.raises(IntegrityError), engine.begin() as connection:
+            connection.execute(sa.insert(SessionMemoryStateTable.__table__).values(duplicate))
+    finally:
+        engine.dispose()
+
+
+async def test_each_context_has_its_own_row(memory_scope: MemoryScope) -> None:
+    for context_id in ("alpha", "beta", None):
+        assert await sm.asave_session_memory_state(
+            MemoryState(summary=f"ctx {context_id}"), **memory_scope.kwargs(context_id=context_id), expected_version=0
+        )
+    for context_id in ("alpha", "beta", None):
+        stored = await sm.aget_session_memory_state(**memory_scope.kwargs(context_id=context_id))
+        assert stored is not None
+        assert stored.summary == f"ctx {context_id}"
+    assert await sm.aget_session_memory_state(**memory_scope.kwargs(context_id="gamma")) is None
+
+
+# Scope: another user or flow sees nothing and changes nothing
+
+
+async def test_other_user_cannot_read_overwrite_or_delete(memory_scope: MemoryScope) -> None:
+    owner_state = MemoryState(summary="owner's")
+    assert await sm.asave_session_memory_state(owner_state, **memory_scope.kwargs(), expected_version=0)
+    intruder = memory_scope.kwargs(user_id=uuid.uuid4())
+
+    assert await sm.aget_session_memory_state(**intruder) is None
+    assert not await sm.asave_session_memory_state(MemoryState(summary="intruder"), **intruder, expected_version=1)
+    assert (
+        await sm.adelete_session_memory_states(
+            flow_id=memory_scope.flow_id, user_id=intruder["user_id"], session_ids=[memory_scope.session_id]
+        )
+        == 0
+    )
+    # Saving at version 0 only ever creates the intruder's own row.
+    assert await sm.asave_session_memory_state(MemoryState(summary="intruder"), **intruder, expected_version=0)
+
+    stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
+    assert stored is not None
+    assert (stored.summary, stored.version) == ("owner's", 1)
+
+
+async def test_other_flow_cannot_read_overwrite_or_delete(memory_scope: MemoryScope) -> None:
+    assert await sm.asave_session_memory_state(
+        MemoryState(summary="flow A"), **memory_scope.kwargs(), expected_version=0
+    )
+    other_flow = memory_scope.kwargs(flow_id=uuid.uuid4())
+
+    assert await sm.aget_session_memory_state(**other_flow) is None
+    assert not await sm.asave_session_memory_state(MemoryState(summary="flow B"), **other_flow, expected_version=1)
+    assert await sm.adelete_session_memory_states(flow_id=other_flow["flow_id"]) == 0
+
+    stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
+    assert stored is not None
+    assert stored.summary == "flow A"
+
+
+async def test_other_user_and_flow_read_no_messages(memory_scope: MemoryScope, insert_messages) -> None:
+    await insert_messages(memory_scope, [(at(0), "hello"), (at(1), "hi")])
+    for intruder in (memory_scope.kwargs(user_id=uuid.uuid4()), memory_scope.kwargs(flow_id=uuid.uuid4())):
+        assert await sm.aget_messages_after(None, **intruder, limit=10) == []
+        assert await sm.aget_recent_messages(**intruder, limit=10) == []
+        assert await sm.acount_messages_after(None, Cursor(at(9), str(uuid.uuid4())), **intruder) == 0
+    assert len(await sm.aget_messages_after(None, **memory_scope.kwargs(), limit=10)) == 2
+
+
+async def test_unresolvable_ids_fail_closed(memory_scope: MemoryScope, insert_messages) -> None:
+    await insert_messages(memory_scope, [(at(0), "hello")])
+    assert await sm.asave_session_memory_state(MemoryState(summary="kept"), **memory_scope.kwargs(), expected_version=0)
+
+    for broken in (
+        memory_scope.kwargs(user_id="not-a-uuid"),
+        memory_scope.kwargs(user_id=None),
+        memory_scope.kwargs(flow_id=None),
+        memory_scope.kwargs(session_id=""),
+    ):
+        assert await sm.aget_session_memory_state(**broken) is None
+        assert not await sm.asave_session_memory_state(MemoryState(), **broken, expected_version=0)
+        assert await sm.aget_messages_after(None, **broken, limit=10) == []
+        assert await sm.aget_recent_messages(**broken, limit=10) == []
+    # An owner that does not resolve must not turn into "every owner".
+    assert await sm.adelete_session_memory_states(flow_id=memory_scope.flow_id, user_id="not-a-uuid") == 0
+    assert await sm.aget_session_memory_state(**memory_scope.kwargs()) is not None
+
+
+async def test_graph_run_cannot_widen_flow_or_owner(memory_scope: MemoryScope, insert_messages) -> None:
+    await insert_messages(memory_scope, [(at(0), "hello"), (at(1), "hi")])
+    assert await sm.asave_session_memory_state(MemoryState(summary="mine"), **memory_scope.kwargs(), expected_version=0)
+    victim = MemoryScope.new()
+    await insert_messages(victim, [(at(0), "secret")])
+    assert await sm.asave_session_memory_state(MemoryState(summary="victim's"), **victim.kwargs(), expected_version=0)
+
+    with graph_run(memory_scope.flow_id, memory_scope.user_id):
+        # The graph's own scope resolves, with or without the ids spelled out.
+        implicit = {"flow_id": None, "user_id": None, "session_id": memory_scope.session_id}
+        for own in (implicit, memory_scope.kwargs()):
+            stored = await sm.aget_session_memory_state(**own)
+            assert stored is not None
+            assert stored.summary == "mine"
+            assert len(await sm.aget_messages_after(None, **own, limit=10)) == 2
+
+        for widened in (victim.kwargs(), victim.kwargs(flow_id=memory_scope.flow_id), victim.kwargs(user_id=None)):
+            assert await sm.aget_session_memory_state(**widened) is None
+            assert await sm.aget_messages_after(None, **widened, limit=10) == []
+            assert await sm.aget_recent_messages(**widened, limit=10) == []
+            assert not await sm.asave_session_memory_state(MemoryState(summary="hijack"), **widened, expected_version=1)
+        assert await sm.adelete_session_memory_states(flow_id=victim.flow_id) == 0
+        assert await sm.adelete_session_memory_states(flow_id=victim.flow_id, user_id=victim.user_id) == 0
+
+    with graph_run(None, memory_scope.user_id):
+        # A graph without a flow id binds "no flow": explicit ids do not get around it.
+        assert await sm.aget_session_memory_state(**memory_scope.kwargs()) is None
+        assert await sm.aget_messages_after(None, **memory_scope.kwargs(), limit=10) == []
+
+    stored_victim = await sm.aget_session_memory_state(**victim.kwargs())
+    assert stored_victim is not None
+    assert (stored_victim.summary, stored_victim.version) == ("victim's", 1)
+
+
+# Message reads
+
+
+async def test_messages_after_cursor_order_equal_timestamps_by_id(memory_scope: MemoryScope, insert_messages) -> None:
+    same_instant = await insert_messages(memory_scope, [(at(5), f"tied {n}") for n in range(6)])
+    later = await insert_messages(memory_scope, [(at(6), "later")])
+    earlier = await insert_messages(memory_scope, [(at(4), "earlier")])
+    expected = [str(m.id) for m in earlier] + sorted(str(m.id) for m in same_instant) + [str(later[0].id)]
+
+    everything = await sm.aget_messages_after(None, **memory_scope.kwargs(), limit=100)
+    assert [m.id for m in everything] == expected
+
+    third = everything[3]
+    after_third = await sm.aget_messages_after(third.cursor, **memory_scope.kwargs(), limit=100)
+    assert [m.id for m in after_third] == expected[4:]
+
+    paged, cursor = [], None
+    while page := await sm.aget_messages_after(cursor, **memory_scope.kwargs(), limit=2):
+        paged.extend(page)
+        cursor = page[-1].cursor
+    assert [m.id for m in paged] == expected
+
+
+async def test_limits(memory_scope: MemoryScope, insert_messages) -> None:
+    await insert_messages(memory_scope, [(at(n), f"m{n}") for n in range(7)])
+
+    assert [m.text for m in await sm.aget_messages_after(None, **memory_scope.kwargs(), limit=3)] == ["m0", "m1", "m2"]
+    assert [m.text for m in await sm.aget_recent_messages(**memory_scope.kwargs(), limit=3)] == ["m4", "m5", "m6"]
+    assert await sm.aget_messages_after(None, **memory_scope.kwargs(), limit=0) == []
+    assert await sm.aget_recent_messages(**memory_scope.kwargs(), limit=0) == []
+    assert len(await sm.aget_recent_messages(**memory_scope.kwargs(), limit=50)) == 7
+
+
+async def test_error_rows_are_skipped(memory_scope: MemoryScope, insert_messages) -> None:
+    await insert_messages(memory_scope, [(at(0), "question")])
+    await insert_messages(memory_scope, [(at(1), "component failed")], error=True, sender="Machine")
+    await insert_messages(memory_scope, [(at(2), "error category")], category="error", sender="Machine")
+    await insert_messages(memory_scope, [(at(3), "answer")], sender="Machine", category="message")
+    kwargs = memory_scope.kwargs()
+
+    assert [m.text for m in await sm.aget_messages_after(None, **kwargs, limit=10)] == ["question", "answer"]
+    assert [m.text for m in await sm.aget_recent_messages(**kwargs, limit=10)] == ["question", "answer"]
+    assert await sm.acount_messages_after(None, Cursor(at(9), str(uuid.uuid4())), **kwargs) == 2
+
+
+async def test_recent_excludes_the_current_input(memory_scope: MemoryScope, insert_messages) -> None:
+    rows = await insert_messages(memory_scope, [(at(n), f"m{n}") for n in range(4)])
+    current = rows[-1]
+
+    recent = await sm.aget_recent_messages(**memory_scope.kwargs(), limit=2, exclude_ids=[str(current.id)])
+    assert [m.text for m in recent] == ["m1", "m2"]
+    store = sm.LangflowSessionStore(**memory_scope.kwargs(), exclude_ids=[current.id])
+    assert [m.text for m in await store.recent(10)] == ["m0", "m1", "m2"]
+    assert [m.text for m in await store.after(None, 10)] == ["m0", "m1", "m2"]
+
+
+async def test_count_between_cursors(memory_scope: MemoryScope, insert_messages) -> None:
+    await insert_messages(memory_scope, [(at(1), f"tied {n}") for n in range(4)] + [(at(2), "last")])
+    ordered = await sm.aget_messages_after(None, **memory_scope.kwargs(), limit=10)
+
+    assert await sm.acount_messages_after(None, ordered[-1].cursor, **memory_scope.kwargs()) == 4
+    assert await sm.acount_messages_after(ordered[0].cursor, ordered[-1].cursor, **memory_scope.kwargs()) == 3
+    assert await sm.acount_messages_after(ordered[1].cursor, ordered[2].cursor, **memory_scope.kwargs()) == 0
+
+
+async def test_context_id_narrows_message_reads(memory_scope: MemoryScope, insert_messages) -> None:
+    await insert_messages(memory_scope, [(at(0), "in alpha")], context_id="alpha")
+    await insert_messages(memory_scope, [(at(1), "in beta")], context_id="beta")
+
+    alpha = await sm.aget_messages_after(None, **memory_scope.kwargs(context_id="alpha"), limit=10)
+    assert [m.text for m in alpha] == ["in alpha"]
+    # Without a context every context of the session is read, as Langflow's aget_messages() does.
+    everything = await sm.aget_messages_after(None, **memory_scope.kwargs(context_id=None), limit=10)
+    assert [m.text for m in everything] == ["in alpha", "in beta"]
+
+
+async def test_messages_carry_the_payload_langflow_builds(memory_scope: MemoryScope, insert_messages) -> None:
+    from langflow.memory import aget_messages
+
+    await insert_messages(memory_scope, [(at(0), "from the user"), (at(1), "from the agent")])
+
+    stored = await sm.aget_messages_after(None, **memory_scope.kwargs(), limit=10)
+    reference = await aget_messages(
+        session_id=memory_scope.session_id, flow_id=memory_scope.flow_id, user_id=memory_scope.user_id, order="ASC"
+    )
+    assert [m.role for m in stored] == ["user", "assistant"]
+    assert [m.text for m in stored] == ["from the user", "from the agent"]
+    assert [type(m.payload) for m in stored] == [type(m) for m in reference]
+    assert [m.payload.model_dump() for m in stored] == [m.model_dump() for m in reference]
+    assert all(m.timestamp.tzinfo is not None for m in stored)
+
+
+# Purge
+
+
+async def test_purge_by_session_ids(memory_scope: MemoryScope) -> None:
+    sessions = [f"{memory_scope.session_id}-{n}" for n in range(3)]
+    for session_id in sessions:
+        assert await sm.asave_session_memory_state(
+            MemoryState(), **memory_scope.kwargs(session_id=session_id), expected_version=0
+        )
+
+    assert (
+        await sm.adelete_session_memory_states(
+            flow_id=memory_scope.flow_id, user_id=memory_scope.user_id, session_ids=[]
+        )
+        == 0
+    )
+    deleted = await sm.adelete_session_memory_states(
+        flow_id=memory_scope.flow_id, user_id=memory_scope.user_id, session_ids=sessions[:2]
+    )
+
+    assert deleted == 2
+    assert await sm.aget_session_memory_state(**memory_scope.kwargs(session_id=sessions[0])) is None
+    assert await sm.aget_session_memory_state(**memory_scope.kwargs(session_id=sessions[2])) is not None
+
+
+async def test_purge_by_flow_covers_every_owner_outside_a_graph(memory_scope: MemoryScope) -> None:
+    other_owner = memory_scope.kwargs(user_id=uuid.uuid4())
+    other_flow = memory_scope.kwargs(flow_id=uuid.uuid4())
+    for kwargs in (memory_scope.kwargs(), memory_scope.kwargs(context_id="ctx"), other_owner, other_flow):
+        assert await sm.asave_session_memory_state(MemoryState(), **kwargs, expected_version=0)
+
+    assert await sm.adelete_session_memory_states(flow_id=memory_scope.flow_id) == 3
+
+    assert await sm.aget_session_memory_state(**other_owner) is None
+    assert await sm.aget_session_memory_state(**other_flow) is not None
+
+
+# The store the fold runs on
+
+
+async def test_store_treats_a_row_whose_messages_are_gone_as_stale(memory_scope: MemoryScope, insert_messages) -> None:
+    from langflow.memory import adelete_messages
+
+    rows = await insert_messages(memory_scope, [(at(0), "hello"), (at(1), "hi")])
+    store = sm.LangflowSessionStore(**memory_scope.kwargs())
+    folded = MemoryState(
+        summary="greetings", pinned={"k": "v"}, cursor=Cursor(at(1), str(rows[1].id)), absorbed_count=2
+    )
+    assert await store.save_state(folded, expected_version=0)
+    assert (await store.load_state()).summary == "greetings"
+
+    await adelete_messages(memory_scope.session_id, flow_id=memory_scope.flow_id, user_id=memory_scope.user_id)
+    assert (await store.load_state()).summary == ""
+    restarted = await insert_messages(memory_scope, [(at(2), "hello again")])
+
+    stale = await store.load_state()
+    assert (stale.summary, stale.pinned, stale.cursor, stale.version) == ("", {}, None, 1)
+    # The emptied state keeps the stored version, so the next save replaces the stale row.
+    fresh = MemoryState(summary="fresh start", cursor=Cursor(at(2), str(restarted[0].id)))
+    assert await store.save_state(fresh, expected_version=stale.version)
+    assert (await store.load_state()).summary == "fresh start"
+
+
+async def test_store_without_a_row_loads_a_fresh_state(memory_scope: MemoryScope) -> None:
+    assert await sm.LangflowSessionStore(**memory_scope.kwargs()).load_state() == MemoryState()
+
+
+# Without Langflow's database
+
+
+def test_unsupported_without_langflow_services_answers_empty(tmp_path) -> None:
+    """A fresh process where langflow is installed but its services never started: nothing raises."""
+    script = textwrap.dedent(
+        """
+        import asyncio, uuid
+        from datetime import datetime, timezone
+        from langflow_summarizing_agent import session_memory as sm
+        from langflow_summarizing_agent.state import Cursor, MemoryState
+
+        async def main():
+            ids = {"flow_id": uuid.uuid4(), "user_id": uuid.uuid4(), "session_id": "s"}
+            cursor = Cursor(datetime.now(timezone.utc), str(uuid.uuid4()))
+            store = sm.LangflowSessionStore(**ids)
+            return [
+                sm.session_memory_supported(),
+                await sm.aget_session_memory_state(**ids),
+                await sm.asave_session_memory_state(MemoryState(), **ids, expected_version=0),
+                await sm.adelete_session_memory_states(flow_id=ids["flow_id"]),
+                await sm.aget_messages_after(None, **ids, limit=5),
+                await sm.aget_recent_messages(**ids, limit=5),
+                await sm.acount_messages_after(None, cursor, **ids),
+                await store.load_state() == MemoryState(),
+            ]
+
+        print(asyncio.run(main()))
+        """
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LANGFLOW_")}
+    env["LANGFLOW_CONFIG_DIR"] = str(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False
+    )
+
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[False, None, False, 0, [], [], 0, True]"
+    assert not any(tmp_path.glob("*.db")), "no database may be created when Langflow's services are not running"
