@@ -1,0 +1,53 @@
+"""`langflow summarizing-agent migrate`: apply this package's migrations and report the revision.
+
+Registered through Langflow's `langflow.cli_commands` entry point. Migrations also run on first use; the command
+is for operators who migrate before starting workers, or check where a database stands.
+"""
+
+from __future__ import annotations
+
+import typer
+from sqlalchemy import make_url
+
+from langflow_summarizing_agent import migrate
+
+COMMAND_GROUP = "summarizing-agent"
+
+
+def register(app: typer.Typer) -> None:
+    """Entry point: add the `summarizing-agent` command group to Langflow's root CLI."""
+    group = typer.Typer(help="Summarizing Agent extension: database migrations.", no_args_is_help=True)
+    group.command("migrate")(migrate_command)
+    app.add_typer(group, name=COMMAND_GROUP)
+
+
+def migrate_command(
+    database_url: str | None = typer.Option(
+        None,
+        "--database-url",
+        help="Database to migrate. Default: Langflow's configured database (LANGFLOW_DATABASE_URL or its default).",
+        show_default=False,
+    ),
+) -> None:
+    """Apply the Summarizing Agent's migrations and report the database's revision."""
+    url = migrate.sync_database_url(database_url or _configured_database_url())
+    shown = make_url(url).render_as_string(hide_password=True)
+    try:
+        before = migrate.current(url)
+        after = migrate.upgrade(url)
+    except Exception as exc:
+        typer.echo(f"Migrating {shown} failed: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    change = "already at head" if before == after else f"upgraded from {before or 'an empty schema'}"
+    typer.echo(f"{shown}: revision {after} ({change}, version table {migrate.VERSION_TABLE})")
+
+
+def _configured_database_url() -> str:
+    """Langflow's database URL from its settings, as `langflow migration` reads them (environment, defaults)."""
+    from langflow.services.deps import get_settings_service
+
+    url = get_settings_service().settings.database_url
+    if not url:
+        msg = "Langflow has no database configured; pass --database-url or set LANGFLOW_DATABASE_URL."
+        raise typer.BadParameter(msg)
+    return url
