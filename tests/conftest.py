@@ -1,1 +1,186 @@
+"""Shared fixtures. Each group below says what it provides; add new groups rather than widening one."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from tests.postgres_database import fresh_postgres_database
+
+# ---------------------------------------------------------------------------------------------------------------
+# Langflow services in this process, on a real database (session memory, migrations).
+#
+# `langflow_db` is parametrized over "sqlite" (a temporary file) and "postgres" (a fresh database on
+# 127.0.0.1:5432, marked `postgres`). Langflow's services are process-global, so the fixture is session-scoped:
+# pytest groups the tests by backend and initialises each backend once, tearing the previous one down first.
+# Tests that need only one backend: `@pytest.mark.parametrize("langflow_db", ["sqlite"], indirect=True)`.
+# Tests share the database; keep them apart with the fresh ids of `memory_scope`.
+# ---------------------------------------------------------------------------------------------------------------
+
+LANGFLOW_BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+
+@dataclass(frozen=True)
+class LangflowDatabase:
+    """The database Langflow's services run on. `url` is a synchronous SQLAlchemy URL for direct access."""
+
+    backend: str
+    url: str
+
+
+@dataclass(frozen=True)
+class MemoryScope:
+    """Fresh ids for one chat-history scope: a flow, an owner and a session in it."""
+
+    flow_id: uuid.UUID
+    user_id: uuid.UUID
+    session_id: str
+
+    @classmethod
+    def new(cls) -> MemoryScope:
+        return cls(uuid.uuid4(), uuid.uuid4(), f"session-{uuid.uuid4().hex[:8]}")
+
+    def kwargs(self, **overrides: Any) -> dict[str, Any]:
+        """Keyword arguments of the session_memory functions for this scope."""
+        return {"flow_id": self.flow_id, "user_id": self.user_id, "session_id": self.session_id, **overrides}
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session", params=LANGFLOW_BACKENDS)
+async def langflow_db(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[LangflowDatabase]:
+    """Langflow's services initialised in this process on a fresh database of the requested backend."""
+    # Imported first on purpose: Langflow then starts with our models loaded, which must not put our table
+    # into the metadata its startup migration check compares.
+    import langflow_summarizing_agent.models  # noqa: F401
+
+    backend: str = request.param
+    config_dir = tmp_path_factory.mktemp(f"langflow-{backend}")
+    with ExitStack() as stack:
+        if backend == "postgres":
+            url = stack.enter_context(fresh_postgres_database())
+        else:
+            url = f"sqlite:///{config_dir / 'langflow.db'}"
+        stack.enter_context(_langflow_environment(url, config_dir))
+        await restart_langflow_services()
+        try:
+            yield LangflowDatabase(backend=backend, url=url)
+        finally:
+            await _stop_langflow_services()
+
+
+@pytest.fixture
+def memory_scope(langflow_db: LangflowDatabase) -> MemoryScope:
+    """Fresh flow, owner and session ids on Langflow's database (so on each backend)."""
+    return MemoryScope.new()
+
+
+@pytest.fixture
+def insert_messages(langflow_db: LangflowDatabase) -> Callable[..., Awaitable[list[Any]]]:
+    """`await insert_messages(scope, [(timestamp, text), ...], **columns)` stores `message` rows, returns them.
+
+    Senders alternate User / Machine starting with User; `columns` (error, category, context_id, sender, ...)
+    apply to every row.
+    """
+
+    async def insert(scope: MemoryScope, rows: list[tuple[datetime, str]], **columns: Any) -> list[Any]:
+        from langflow.services.database.models.message.model import MessageTable
+        from langflow.services.deps import session_scope
+
+        messages = []
+        for index, (timestamp, text) in enumerate(rows):
+            by_user = index % 2 == 0
+            values: dict[str, Any] = {
+                "sender": "User" if by_user else "Machine",
+                "sender_name": "User" if by_user else "AI",
+                **columns,
+            }
+            messages.append(
+                MessageTable(
+                    flow_id=scope.flow_id,
+                    user_id=scope.user_id,
+                    session_id=scope.session_id,
+                    text=text,
+                    timestamp=timestamp.astimezone(timezone.utc),
+                    **values,
+                )
+            )
+        async with session_scope() as session:
+            session.add_all(messages)
+        return messages
+
+    return insert
+
+
+@contextmanager
+def _langflow_environment(url: str, config_dir: Path) -> Iterator[None]:
+    """Points Langflow's settings at `url` and `config_dir`, restoring the environment afterwards."""
+    values = {
+        "LANGFLOW_DATABASE_URL": url,
+        "LANGFLOW_CONFIG_DIR": str(config_dir),
+        "LANGFLOW_SAVE_DB_IN_CONFIG_DIR": "true",
+        "LANGFLOW_AUTO_LOGIN": "true",
+    }
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+async def restart_langflow_services() -> None:
+    """(Re)start Langflow's services from the current environment, as a Langflow worker does on startup."""
+    from langflow.services.utils import initialize_services
+
+    # Services left by an earlier fixture or test would keep their old settings (and database).
+    await _stop_langflow_services()
+    await initialize_services()
+
+
+async def _stop_langflow_services() -> None:
+    from lfx.services.manager import get_service_manager
+
+    manager = get_service_manager()
+    if not manager.services:
+        return
+    from langflow.services.utils import teardown_services
+
+    # teardown_services() disposes every service and empties the manager, so the next start reads settings anew.
+    await teardown_services()
+
+
+@pytest.fixture(scope="session")
+def migration_sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> Callable[[], str]:
+    """A factory of URLs of fresh, empty SQLite files (not Langflow's database)."""
+
+    def new_url() -> str:
+        return f"sqlite:///{tmp_path_factory.mktemp('migrations') / 'db.sqlite'}"
+
+    return new_url
+
+
+@pytest.fixture
+def fresh_postgres_url() -> Iterator[str]:
+    """A fresh, empty Postgres database (not Langflow's), dropped after the test."""
+    with fresh_postgres_database() as url:
+        yield url
+
+
 pytest_plugins = ["tests.server_fixtures"]
