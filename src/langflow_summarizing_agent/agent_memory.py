@@ -242,6 +242,14 @@ def report_of(component: Any) -> str | None:
     return getattr(component, "_summarizing_report", None)
 
 
+def with_report(component: Any, status: Any) -> Any:
+    """The component status followed by this turn's memory report, if there is one."""
+    report = report_of(component)
+    if not report or (isinstance(status, str) and report in status):
+        return status
+    return f"{status}\n\n{report}" if isinstance(status, str) and status else report
+
+
 def is_compact_request(component: Any) -> bool:
     if not getattr(component, "summarize_older_messages", False):
         return False

@@ -256,6 +256,7 @@ class _Plan:
     backlog_beyond_read: bool
     reason: str | None
     oversize: StoredMessage | None
+    postponed: bool = False
 
 
 class Folder:
@@ -285,6 +286,11 @@ class Folder:
 
         plan = self._plan(state, visible, tokens, read_is_full=read_is_full, compact=compact)
         turn = TurnHistory(summary_text=None, verbatim=[], state=state)
+        if plan.postponed:
+            turn.problems.append(
+                f"summary fold failed {state.failed_folds} time(s) in a row; next try after "
+                f"{state.retry_after:%Y-%m-%d %H:%M:%S} UTC"
+            )
         if plan.to_fold or plan.backlog_beyond_read:
             turn.state = await self._fold(state, plan, turn)
         unread_backlog = 0
@@ -328,8 +334,7 @@ class Folder:
         if reason is None or not unfolded:
             return _Plan([], False, None, None)
         if not compact and state.retry_after is not None and self.now() < state.retry_after:
-            logger.info("Summarizing Agent: fold postponed after %d failed attempts", state.failed_folds)
-            return _Plan([], False, None, None)
+            return _Plan([], False, None, None, postponed=True)
 
         keep = window
         if budget > 0 and (over_budget or compact):

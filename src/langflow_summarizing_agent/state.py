@@ -67,7 +67,11 @@ class SessionStore(Protocol):
     """Storage for one session's scope: (flow, user, session, context). Scope is fixed when the store is made."""
 
     async def load_state(self) -> MemoryState:
-        """The stored state, or a fresh `MemoryState()` (version 0) when there is none or it is stale."""
+        """The stored state, or a fresh `MemoryState()` (version 0) when there is none.
+
+        A stale row (its cursor message was deleted) comes back emptied but keeps its version, so the next save
+        still compare-and-swaps against it.
+        """
         ...
 
     async def save_state(self, state: MemoryState, expected_version: int) -> bool:

@@ -111,11 +111,13 @@ class SummarizingAgentComponent(AgentComponent):
     async def message_response(self) -> Message:
         if agent_memory.is_compact_request(self):
             return await agent_memory.compact_reply(self, super().get_memory_data)
-        result = await super().message_response()
-        report = agent_memory.report_of(self)
-        if report:
-            self.status = f"{result.text}\n\n{report}"
-        return result
+        return await super().message_response()
+
+    def extract_data(self, result):
+        # Langflow sets a Message output's status to its text; the memory report goes after it.
+        data = super().extract_data(result)
+        self.status = agent_memory.with_report(self, self.status)
+        return data
 
     async def update_build_config(self, build_config: dotdict, field_value, field_name: str | None = None) -> dotdict:
         build_config = await super().update_build_config(build_config, field_value, field_name)
