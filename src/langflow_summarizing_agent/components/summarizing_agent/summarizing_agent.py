@@ -119,7 +119,10 @@ class SummarizingAgentComponent(AgentComponent):
         self.status = agent_memory.with_report(self, self.status)
         return data
 
-    async def update_build_config(self, build_config: dotdict, field_value, field_name: str | None = None) -> dotdict:
+    # Same signature as AgentComponent's, which already differs from its sync parent.
+    async def update_build_config(  # type: ignore[override]
+        self, build_config: dotdict, field_value, field_name: str | None = None
+    ) -> dotdict:
         build_config = await super().update_build_config(build_config, field_value, field_name)
         switch = build_config.get("summarize_older_messages", {})
         enabled = bool(field_value if field_name == "summarize_older_messages" else switch.get("value"))
