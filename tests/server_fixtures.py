@@ -177,11 +177,35 @@ def _stop_process_group(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
+def _migrate_before_workers(environment: dict[str, str], log_path: Path) -> None:
+    with log_path.open("wb") as log_file:
+        result = subprocess.run(
+            [_langflow_executable(), "migration"],
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            timeout=STARTUP_TIMEOUT_SECONDS,
+            check=False,
+        )
+    if result.returncode != 0:
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
+        pytest.fail(f"langflow migration exited with code {result.returncode}; log tail:\n{tail}", pytrace=False)
+
+
 @contextmanager
-def running_langflow_server(work_dir: Path, database_url: str) -> Iterator[LangflowServer]:
-    """Start `langflow run --backend-only` in its own process group, wait until healthy, stop the whole group after."""
+def running_langflow_server(work_dir: Path, database_url: str, *, workers: int = 1) -> Iterator[LangflowServer]:
+    """Start `langflow run` in its own process group, wait until healthy, stop the whole group after.
+
+    The server also serves Langflow's web UI (no `--backend-only`), so browser tests can share it.
+    """
     config_dir = work_dir / "langflow-config"
     config_dir.mkdir(parents=True, exist_ok=True)
+    environment = _server_environment(config_dir, database_url)
+    if workers > 1:
+        # Workers migrating at once collide, and 1.13 wants consent to run several without a shared queue (Redis).
+        environment["LANGFLOW_DANGEROUSLY_ALLOW_MULTI_WORKER_WITHOUT_SHARED_QUEUE"] = "true"
+        _migrate_before_workers(environment, work_dir / "langflow-migration.log")
     port = _free_port()
     server = LangflowServer(
         base_url=f"http://127.0.0.1:{port}", database_url=database_url, log_path=work_dir / "langflow-server.log"
@@ -189,20 +213,19 @@ def running_langflow_server(work_dir: Path, database_url: str) -> Iterator[Langf
     command = [
         _langflow_executable(),
         "run",
-        "--backend-only",
         "--host",
         "127.0.0.1",
         "--port",
         str(port),
         "--workers",
-        "1",
+        str(workers),
         "--log-level",
         "warning",
     ]
     with server.log_path.open("wb") as log_file:
         process = subprocess.Popen(
             command,
-            env=_server_environment(config_dir, database_url),
+            env=environment,
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
