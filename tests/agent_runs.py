@@ -33,6 +33,7 @@ class ChatSession:
     recorder_name: str = field(default_factory=lambda: f"rec-{uuid.uuid4().hex[:8]}")
     fail_folds: bool = False
     reply: str = "Noted."
+    summary_recorder_name: str | None = None
     last_agent: AgentComponent | None = None
 
     @property
@@ -46,6 +47,10 @@ class ChatSession:
         model.set(recorder_name=self.recorder_name, fail_folds=self.fail_folds, reply=self.reply)
         agent = self.agent_class(_id="agent")
         agent.set(model=model.build_model, input_value=chat_input.message_response, **{**QUIET_AGENT, **self.settings})
+        if self.summary_recorder_name:
+            summary_model = RecordingModelComponent(_id="summary_model")
+            summary_model.set(recorder_name=self.summary_recorder_name)
+            agent.set(summary_model=summary_model.build_model)
         chat_output = ChatOutput(_id="chat_output")
         chat_output.set(input_value=agent.message_response)
         graph = Graph(chat_input, chat_output, flow_id=str(self.flow_id), user_id=str(self.user_id))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
+
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from lfx.components.models_and_agents.agent import AgentComponent
 
 from langflow_summarizing_agent.fold import COMPACT_COMMAND, COMPACT_REPLY_PREFIX, SUMMARY_PREFIX
 from tests.agent_runs import ChatSession
+from tests.fake_models import RECORDERS
 
 FIRST = "I'm working on project PRJ-123 on the EU cluster."
 ON = {"summarize_older_messages": True, "n_messages": 10, "pinned_keys": ["project_id", "cluster"]}
@@ -123,6 +126,20 @@ async def test_compact_folds_now_and_answers_without_calling_the_agent(langflow_
     sent = transcript(chat.model.agent_calls[-1])
     assert all(text != COMPACT_COMMAND and not text.startswith(COMPACT_REPLY_PREFIX) for _, text in sent)
     assert sent[1][1].startswith(SUMMARY_PREFIX)
+
+
+async def test_a_connected_summary_model_does_the_folding(langflow_db):
+    chat = ChatSession(
+        settings={**ON, "n_messages": 4, "fold_batch": 4, "history_token_budget": 0},
+        summary_recorder_name=f"summary-{uuid.uuid4().hex[:8]}",
+    )
+    await hold_conversation(chat, 8)
+
+    summary_model = RECORDERS[chat.summary_recorder_name]
+    assert summary_model.fold_calls
+    assert not summary_model.agent_calls
+    assert not chat.model.fold_calls
+    assert "project_id: PRJ-123" in str(history_of(chat.model.agent_calls[-1])[0].content)
 
 
 async def test_status_reports_folds_and_tokens_against_the_stock_agent(langflow_db):
