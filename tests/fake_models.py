@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field
 
 from langflow_summarizing_agent.fold import FOLD_SYSTEM_PROMPT
@@ -40,16 +40,26 @@ class RecordingChatModel(BaseChatModel):
     def bind_tools(self, tools: Any, **kwargs: Any) -> RecordingChatModel:
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any):
+    def _respond(self, messages: list[BaseMessage]) -> str:
         self.calls.append(list(messages))
-        if is_fold_prompt(messages):
-            if self.fail_folds:
-                msg = "summary provider unavailable"
-                raise RuntimeError(msg)
-            text = summarize_deterministically(str(messages[-1].content))
-        else:
-            text = self.reply
+        if not is_fold_prompt(messages):
+            return self.reply
+        if self.fail_folds:
+            msg = "summary provider unavailable"
+            raise RuntimeError(msg)
+        return summarize_deterministically(str(messages[-1].content))
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any):
+        text = self._respond(messages)
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+
+    def _stream(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any):
+        # Word by word, so the Agent's event stream carries real token events.
+        for word in self._respond(messages).split(" "):
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=word + " "))
+            if run_manager:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
 
     @property
     def agent_calls(self) -> list[list[BaseMessage]]:
