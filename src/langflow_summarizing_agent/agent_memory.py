@@ -192,7 +192,8 @@ async def summarized_memory_data(
     from langflow_summarizing_agent import session_memory
 
     if not session_memory.session_memory_supported():
-        _report(component, FALLBACK_NOTE)
+        # A warning, not info: `lfx run` shows no component status, but its output carries warnings.
+        _report(component, FALLBACK_NOTE, level=logging.WARNING)
         return await stock_history()
 
     llm = _summary_llm(component)
@@ -227,9 +228,9 @@ def last_turn(component: Any) -> TurnHistory | None:
     return cached[2] if cached is not None else None
 
 
-def _report(component: Any, text: str) -> None:
+def _report(component: Any, text: str, *, level: int = logging.INFO) -> None:
     component._summarizing_report = text
-    logger.info(text)
+    logger.log(level, text)
     log = getattr(component, "log", None)
     if callable(log):
         try:
