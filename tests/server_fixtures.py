@@ -203,9 +203,11 @@ def running_langflow_server(work_dir: Path, database_url: str, *, workers: int =
     config_dir.mkdir(parents=True, exist_ok=True)
     environment = _server_environment(config_dir, database_url)
     if workers > 1:
-        # Workers migrating at once collide, and 1.13 wants consent to run several without a shared queue (Redis).
+        # 1.13 wants consent to run several workers without a shared queue (Redis).
         environment["LANGFLOW_DANGEROUSLY_ALLOW_MULTI_WORKER_WITHOUT_SHARED_QUEUE"] = "true"
-        _migrate_before_workers(environment, work_dir / "langflow-migration.log")
+        if database_url.startswith("sqlite"):
+            # Workers migrating one SQLite file at once collide; on Postgres an advisory lock serializes them.
+            _migrate_before_workers(environment, work_dir / "langflow-migration.log")
     port = _free_port()
     server = LangflowServer(
         base_url=f"http://127.0.0.1:{port}", database_url=database_url, log_path=work_dir / "langflow-server.log"
