@@ -1,0 +1,214 @@
+"""HTTP API to inspect and reset a session's summary, and the `langflow.plugins` registrar that serves it.
+
+Routes, under `ROUTE_PREFIX`:
+
+- `GET /sessions/{session_id}/state?flow_id=...[&context_id=...]`: the session's state rows (summary, pinned
+  values, cursor, absorbed count, version, summary model, updated time), one per context and message owner;
+  `context_id` narrows to one context (`""` is "no context").
+- `DELETE` on the same path: reset. The rows are deleted and the next turn rebuilds the summary from the stored
+  messages. Without `context_id` every context of the session is reset.
+
+Both use Langflow's authentication and the ownership rules of the monitor endpoints (`api/v1/monitor.py`): the
+flow must be one the current user may read (write, to reset); a flow of another user answers the same 404 as a
+missing one. Sessions belong to their flow, as in the monitor, so the flow check covers them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, HTTPException, Query, status
+from langflow.api.utils import CurrentActiveUser, DbSession
+from pydantic import BaseModel
+from sqlalchemy import delete
+from sqlmodel import select
+
+from langflow_summarizing_agent import lifecycle
+from langflow_summarizing_agent.migrate import ensure_migrated
+from langflow_summarizing_agent.models import NO_CONTEXT, TABLE_NAME, SessionMemoryStateTable
+
+__all__ = ["MAX_ID_LENGTH", "ROUTE_PREFIX", "register", "router"]
+
+ROUTE_PREFIX = "/api/v1/summarizing-agent"
+MAX_ID_LENGTH = 1024
+"""Longest session or context id the API accepts. Langflow sets no limit; ids it makes are far shorter."""
+
+_STATE = SessionMemoryStateTable.metadata.tables[TABLE_NAME]
+
+router = APIRouter(prefix=ROUTE_PREFIX, tags=["Summarizing Agent"])
+
+
+class CursorRead(BaseModel):
+    """The last message folded into the summary."""
+
+    message_id: UUID
+    timestamp: datetime
+
+
+class StateRead(BaseModel):
+    context_id: str
+    user_id: UUID
+    """Owner of the messages the state was built from (the user who ran the flow)."""
+    summary: str
+    pinned: dict[str, str]
+    cursor: CursorRead | None
+    absorbed_count: int
+    version: int
+    summary_model: str | None
+    failed_folds: int
+    retry_after: datetime | None
+    updated_at: datetime
+
+
+class SessionStateRead(BaseModel):
+    flow_id: UUID
+    session_id: str
+    states: list[StateRead]
+
+
+class SessionStateReset(BaseModel):
+    flow_id: UUID
+    session_id: str
+    deleted: int
+
+
+def register(app: Any) -> None:
+    """`langflow.plugins` entry point, called once per worker when Langflow creates its app.
+
+    Routes first: Langflow rolls back a failed plugin's routes but nothing else it did.
+    """
+    app.include_router(router)
+    lifecycle.install_listeners()
+
+
+@router.get("/sessions/{session_id}/state")
+async def read_session_state(
+    session_id: str,
+    session: DbSession,
+    current_user: CurrentActiveUser,
+    flow_id: Annotated[str | None, Query(description="UUID of the flow the session belongs to")] = None,
+    context_id: Annotated[str | None, Query(description="Only this context; empty for 'no context'")] = None,
+) -> SessionStateRead:
+    """The summary state of a session, one entry per context and message owner."""
+    flow_uuid = _valid_request(flow_id, session_id, context_id)
+    await _ensure_flow_or_404(session, flow_uuid, current_user, write=False)
+    await _ensure_storage()
+    rows = (
+        await session.exec(
+            select(SessionMemoryStateTable)
+            .where(*_state_filters(flow_uuid, session_id, context_id))
+            .order_by(SessionMemoryStateTable.context_id, SessionMemoryStateTable.user_id)
+        )
+    ).all()
+    if not rows:
+        raise HTTPException(
+            status_code=status.HTTP_404_NOT_FOUND,
+            detail=f"Session {session_id!r} of flow {flow_uuid} has no summary state"
+            + ("" if context_id is None else f" in context {context_id!r}"),
+        )
+    return SessionStateRead(flow_id=flow_uuid, session_id=session_id, states=[_state_read(row) for row in rows])
+
+
+@router.delete("/sessions/{session_id}/state")
+async def reset_session_state(
+    session_id: str,
+    session: DbSession,
+    current_user: CurrentActiveUser,
+    flow_id: Annotated[str | None, Query(description="UUID of the flow the session belongs to")] = None,
+    context_id: Annotated[str | None, Query(description="Only this context; empty for 'no context'")] = None,
+) -> SessionStateReset:
+    """Delete the session's summary state; the next turn rebuilds it from the stored messages."""
+    flow_uuid = _valid_request(flow_id, session_id, context_id)
+    await _ensure_flow_or_404(session, flow_uuid, current_user, write=True)
+    await _ensure_storage()
+    result = await session.exec(delete(_STATE).where(*_state_filters(flow_uuid, session_id, context_id)))
+    return SessionStateReset(flow_id=flow_uuid, session_id=session_id, deleted=result.rowcount)
+
+
+def _valid_request(flow_id: str | None, session_id: str, context_id: str | None) -> UUID:
+    """The flow id as a UUID; refuses ids no session can have, saying which and why."""
+    if flow_id is None or not flow_id.strip():
+        _refuse("flow_id is required: pass the UUID of the flow the session belongs to, as ?flow_id=...")
+    try:
+        flow_uuid = UUID(flow_id.strip())
+    except ValueError:
+        _refuse(f"flow_id must be a flow's UUID (like 3fa85f64-5717-4562-b3fc-2c963f66afa6), got {flow_id[:80]!r}")
+    if not session_id.strip():
+        _refuse("session_id must not be empty or blank")
+    for name, value in (("session_id", session_id), ("context_id", context_id)):
+        if value is not None and len(value) > MAX_ID_LENGTH:
+            _refuse(f"{name} is {len(value)} characters long; at most {MAX_ID_LENGTH} are accepted")
+    return flow_uuid
+
+
+def _refuse(detail: str) -> Any:
+    raise HTTPException(status_code=status.HTTP_422_UNPROCESSABLE_ENTITY, detail=detail)
+
+
+async def _ensure_flow_or_404(session: Any, flow_id: UUID, user: Any, *, write: bool) -> None:
+    """The monitor's flow check (`_ensure_flow_action_or_404`), with a denial answered like a missing flow."""
+    from langflow.services.authorization import FlowAction, ensure_flow_permission
+    from langflow.services.authorization.fetch import authorized_or_owner_scoped, deny_to_404
+    from langflow.services.database.models.flow.model import Flow, is_virtual_flow_id
+
+    not_found = f"Flow {flow_id} not found"
+    flow = None
+    if not is_virtual_flow_id(flow_id):
+        flow = await authorized_or_owner_scoped(
+            session, Flow, id_column=Flow.id, resource_id=flow_id, owner_column=Flow.user_id, owner_id=user.id
+        )
+    if flow is None:
+        raise HTTPException(status_code=status.HTTP_404_NOT_FOUND, detail=not_found)
+    try:
+        await ensure_flow_permission(
+            user,
+            FlowAction.WRITE if write else FlowAction.READ,
+            flow_id=flow.id,
+            flow_user_id=flow.user_id,
+            workspace_id=getattr(flow, "workspace_id", None),
+            folder_id=getattr(flow, "folder_id", None),
+        )
+    except HTTPException as exc:
+        raise deny_to_404(exc, detail=not_found) from exc
+
+
+async def _ensure_storage() -> None:
+    try:
+        await ensure_migrated()
+    except Exception as exc:
+        raise HTTPException(
+            status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
+            detail=f"Session memory storage is not ready ({exc}); run `langflow summarizing-agent migrate`.",
+        ) from exc
+
+
+def _state_filters(flow_id: UUID, session_id: str, context_id: str | None) -> list[Any]:
+    filters = [_STATE.c.flow_id == flow_id, _STATE.c.session_id == session_id]
+    if context_id is not None:
+        filters.append(_STATE.c.context_id == (context_id or NO_CONTEXT))
+    return filters
+
+
+def _state_read(row: SessionMemoryStateTable) -> StateRead:
+    cursor = None
+    if row.covered_until_message_id is not None and row.covered_until_timestamp is not None:
+        cursor = CursorRead(message_id=row.covered_until_message_id, timestamp=_utc(row.covered_until_timestamp))
+    return StateRead(
+        context_id=row.context_id,
+        user_id=row.user_id,
+        summary=row.summary,
+        pinned=dict(row.pinned or {}),
+        cursor=cursor,
+        absorbed_count=row.absorbed_count,
+        version=row.version,
+        summary_model=row.summary_model,
+        failed_folds=row.failed_folds,
+        retry_after=None if row.retry_after is None else _utc(row.retry_after),
+        updated_at=_utc(row.updated_at),
+    )
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)

@@ -1,0 +1,120 @@
+"""Chat with the Summarizing Agent on the real test server, and read its state rows from the server's database.
+
+The flow is Chat Input -> Summarizing Agent (switch on) -> Chat Output, with `EchoModelComponent` as the model, built
+as an lfx `Graph` and posted to `POST /api/v1/flows/`. With `FAST_FOLDS` a state row appears on the third turn: it
+then covers the first exchange (two messages) and the cursor is the first reply.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from lfx.components.input_output import ChatInput, ChatOutput
+from lfx.graph import Graph
+
+from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import (
+    SUMMARY_FIELDS,
+    SummarizingAgentComponent,
+)
+from langflow_summarizing_agent.migrate import sync_database_url
+from langflow_summarizing_agent.models import SessionMemoryStateTable
+from tests.server_echo_model import EchoModelComponent
+from tests.server_fixtures import LangflowServer
+
+FAST_FOLDS = {
+    "summarize_older_messages": True,
+    "n_messages": 2,
+    "fold_batch": 2,
+    "history_token_budget": 0,
+    "add_current_date_tool": False,
+    "add_calculator_tool": False,
+}
+TURNS_TO_FIRST_STATE = 3
+STATE = SessionMemoryStateTable.__table__
+
+
+def summarizing_flow_data(**agent_settings: Any) -> dict[str, Any]:
+    """The `data` of a flow (nodes and edges) as the server stores it."""
+    chat_input = ChatInput(_id="chat_input")
+    model = EchoModelComponent(_id="echo_model")
+    agent = SummarizingAgentComponent(_id="agent")
+    agent.set(model=model.build_model, input_value=chat_input.message_response, **{**FAST_FOLDS, **agent_settings})
+    chat_output = ChatOutput(_id="chat_output")
+    chat_output.set(input_value=agent.message_response)
+    data = json.loads(json.dumps(Graph(chat_input, chat_output).dump()["data"], default=str))
+    agent_template = next(node for node in data["nodes"] if node["id"] == "agent")["data"]["node"]["template"]
+    # The canvas shows these when the switch is turned on; the server skips hidden fields and would use defaults.
+    for name in SUMMARY_FIELDS:
+        agent_template[name]["show"] = True
+    return data
+
+
+@dataclass
+class ServerChat:
+    """One flow on the server, owned by the user of `token`, run with that user's `api_key`."""
+
+    server: LangflowServer
+    token: str
+    api_key: str
+    flow_id: str
+
+    @classmethod
+    def create(cls, server: LangflowServer, token: str, api_key: str, **agent_settings: Any) -> ServerChat:
+        with server.client(token=token) as client:
+            response = client.post(
+                "/api/v1/flows/",
+                json={"name": f"summarizing-{uuid.uuid4().hex[:8]}", "data": summarizing_flow_data(**agent_settings)},
+            )
+        response.raise_for_status()
+        return cls(server=server, token=token, api_key=api_key, flow_id=response.json()["id"])
+
+    def say(self, session_id: str, text: str) -> str:
+        """One turn through `POST /api/v1/run/{flow_id}`; returns the agent's reply."""
+        with self.server.client(api_key=self.api_key) as client:
+            response = client.post(
+                f"/api/v1/run/{self.flow_id}",
+                json={"input_value": text, "input_type": "chat", "output_type": "chat", "session_id": session_id},
+            )
+        assert response.status_code == 200, response.text
+        return response.json()["outputs"][0]["outputs"][0]["results"]["message"]["text"]
+
+    def new_session(self, turns: int = TURNS_TO_FIRST_STATE) -> str:
+        """A fresh session with `turns` turns "<session>-1", "<session>-2", ...; by default it has a state row."""
+        session_id = f"s-{uuid.uuid4().hex[:8]}"
+        for turn in range(1, turns + 1):
+            self.say(session_id, f"{session_id}-{turn}")
+        return session_id
+
+    def messages(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's messages, oldest first, as the monitor API lists them."""
+        with self.server.client(token=self.token) as client:
+            response = client.get(
+                "/api/v1/monitor/messages", params={"flow_id": self.flow_id, "session_id": session_id}
+            )
+        response.raise_for_status()
+        return response.json()
+
+
+@contextmanager
+def server_database(server: LangflowServer) -> Iterator[sa.Connection]:
+    engine = sa.create_engine(sync_database_url(server.database_url), poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            yield connection
+    finally:
+        engine.dispose()
+
+
+def state_rows(server: LangflowServer, flow_id: str | uuid.UUID, session_id: str | None = None) -> list[dict[str, Any]]:
+    """State rows of a flow (and session) in the server's database, read directly."""
+    stmt = sa.select(STATE).where(STATE.c.flow_id == uuid.UUID(str(flow_id))).order_by(STATE.c.session_id)
+    if session_id is not None:
+        stmt = stmt.where(STATE.c.session_id == session_id)
+    with server_database(server) as connection:
+        return [dict(row._mapping) for row in connection.execute(stmt)]
