@@ -1,0 +1,345 @@
+"""Memory-path cost: `get_memory_data()` of the Summarizing Agent against the stock Agent, and one state read/write.
+
+Sessions of N stored messages are inserted directly as `message` rows, with a state row whose cursor sits just
+before the window, so the measured turns do not fold. On Postgres the tables are then analyzed, as autovacuum
+would on a live database. The newest row plays the turn's input, stored before history
+is read as in a real turn. Each call runs under the flow and owner scope a graph run sets, on a fresh component, and
+is timed with `perf_counter`; database round trips are counted with SQLAlchemy's `before_cursor_execute` event.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from benchmarks.model import BenchmarkChatModel
+from benchmarks.script import filler_message
+
+STOCK_N_MESSAGES = 10
+PINNED_KEYS = ["project_id", "cluster"]
+SUMMARY_TEXT = "\n".join(f"- {filler_message(index)[:120]}" for index in range(0, 36, 2))
+PINNED = {"project_id": "PRJ-123", "cluster": "EU cluster"}
+WARMUP = 3
+
+
+@dataclass(frozen=True)
+class PathCost:
+    """Median milliseconds of one call; statements and commits: the most any repetition sent (each a round trip)."""
+
+    messages: int
+    stock_ms: float
+    summarizing_ms: float
+    ratio: float
+    stock_statements: int
+    stock_commits: int
+    summarizing_statements: int
+    summarizing_commits: int
+
+
+@dataclass(frozen=True)
+class StateCost:
+    sessions: int
+    read_ms: float
+    write_ms: float
+    read_statements: int
+    read_commits: int
+    write_statements: int
+    write_commits: int
+
+
+@dataclass(frozen=True)
+class _Scope:
+    flow_id: uuid.UUID
+    user_id: uuid.UUID
+    session_id: str
+
+
+async def measure_memory_path(sizes: list[int], repeats: int) -> list[PathCost]:
+    """Median time and round trips of one `get_memory_data()` per agent, per session size."""
+    if any(size < STOCK_N_MESSAGES + 2 for size in sizes):
+        msg = f"memory-path sessions need at least {STOCK_N_MESSAGES + 2} messages (a window and a folded part)"
+        raise ValueError(msg)
+    return [await _measure_size(size, repeats) for size in sizes]
+
+
+async def _measure_size(size: int, repeats: int) -> PathCost:
+    scope = _Scope(uuid.uuid4(), uuid.uuid4(), f"memory-path-{size}")
+    input_row = await _store_session(scope, size)
+    stock_ms: list[float] = []
+    ours_ms: list[float] = []
+    stock_trips: list[_Counter] = []
+    ours_trips: list[_Counter] = []
+    for repeat in range(WARMUP + repeats):
+        runs = [("stock", stock_ms, stock_trips), ("summarizing", ours_ms, ours_trips)]
+        # Alternate who goes first, so neither always meets a cold cache.
+        for kind, times, trips in runs if repeat % 2 == 0 else reversed(runs):
+            seconds, counter = await _time_memory_call(kind, scope, input_row)
+            if repeat >= WARMUP:
+                times.append(seconds * 1000)
+                trips.append(counter)
+    stock, ours = statistics.median(stock_ms), statistics.median(ours_ms)
+    return PathCost(
+        messages=size,
+        stock_ms=round(stock, 3),
+        summarizing_ms=round(ours, 3),
+        ratio=round(ours / stock, 2),
+        stock_statements=max(c.statements for c in stock_trips),
+        stock_commits=max(c.commits for c in stock_trips),
+        summarizing_statements=max(c.statements for c in ours_trips),
+        summarizing_commits=max(c.commits for c in ours_trips),
+    )
+
+
+async def _time_memory_call(kind: str, scope: _Scope, input_row: Any) -> tuple[float, _Counter]:
+    from langflow_summarizing_agent.agent_memory import last_turn
+
+    agent = _agent(kind, scope, input_row)
+    gc.collect()  # garbage of building the component is not the memory path's cost
+    with _flow_scope(scope), _statement_counter() as counter:
+        start = time.perf_counter()
+        history = await agent.get_memory_data()
+        seconds = time.perf_counter() - start
+    if not history:
+        msg = f"{kind} get_memory_data() returned no history; the benchmark session is not visible"
+        raise RuntimeError(msg)
+    turn = last_turn(agent)
+    if kind == "summarizing" and (turn is None or turn.fold_calls or turn.problems):
+        msg = f"the measured turn was meant not to fold, but it did or failed: {turn}"
+        raise RuntimeError(msg)
+    return seconds, counter
+
+
+def _agent(kind: str, scope: _Scope, input_row: Any) -> Any:
+    """A fresh Agent in a graph (not run), holding this turn's stored input, as inside a run."""
+    from lfx.components.models_and_agents.agent import AgentComponent
+    from lfx.graph import Graph
+    from lfx.schema.message import Message
+
+    from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import (
+        SummarizingAgentComponent,
+    )
+
+    settings: dict[str, Any] = {"n_messages": STOCK_N_MESSAGES}
+    agent: AgentComponent
+    if kind == "stock":
+        agent = AgentComponent(_id="agent")
+    else:
+        agent = SummarizingAgentComponent(_id="agent")
+        settings |= {"summarize_older_messages": True, "pinned_keys": PINNED_KEYS}
+    current_input = Message(
+        id=str(input_row.id), text=input_row.text, sender="User", sender_name="User", session_id=scope.session_id
+    )
+    agent.set(model=BenchmarkChatModel(), input_value=current_input, **settings)
+    graph = Graph(agent, agent, flow_id=str(scope.flow_id), user_id=str(scope.user_id))
+    graph.session_id = scope.session_id
+    graph.set_run_id()
+    return agent
+
+
+async def _store_session(scope: _Scope, size: int) -> Any:
+    """`size` message rows ending with the turn's input, and a state whose cursor is just before the window."""
+    from langflow.services.database.models.message.model import MessageTable
+    from langflow.services.deps import session_scope
+
+    from langflow_summarizing_agent.session_memory import asave_session_memory_state
+    from langflow_summarizing_agent.state import Cursor, MemoryState
+
+    start = datetime.now(timezone.utc) - timedelta(seconds=size)
+    texts = [filler_message(index) for index in range(40)]
+    rows = []
+    for index in range(size):
+        by_user = (size - 1 - index) % 2 == 0
+        rows.append(
+            MessageTable(
+                flow_id=scope.flow_id,
+                user_id=scope.user_id,
+                session_id=scope.session_id,
+                sender="User" if by_user else "Machine",
+                sender_name="User" if by_user else "AI",
+                text=texts[2 * (index % 20) + (0 if by_user else 1)],
+                files=[],
+                category="message",
+                timestamp=start + timedelta(seconds=index),
+            )
+        )
+    async with session_scope() as session:
+        session.add_all(rows)
+    await _analyze()
+    # The window is the 10 messages before the input; everything older is folded.
+    covered = rows[-2 - STOCK_N_MESSAGES]
+    state = MemoryState(
+        summary=SUMMARY_TEXT,
+        pinned=dict(PINNED),
+        cursor=Cursor(covered.timestamp, str(covered.id)),
+        absorbed_count=size - 1 - STOCK_N_MESSAGES,
+    )
+    saved = await asave_session_memory_state(
+        state, flow_id=scope.flow_id, user_id=scope.user_id, session_id=scope.session_id, expected_version=0
+    )
+    if not saved:
+        msg = "could not store the benchmark session's memory state"
+        raise RuntimeError(msg)
+    return rows[-1]
+
+
+async def measure_state_io(sessions: int, repeats: int) -> StateCost:
+    """Median time of one state read and one compare-and-swap write with `sessions` state rows stored."""
+    from langflow_summarizing_agent.session_memory import aget_session_memory_state, asave_session_memory_state
+
+    scopes = await _store_states(sessions)
+    scope = scopes[len(scopes) // 2]
+    ids = {"flow_id": scope.flow_id, "user_id": scope.user_id, "session_id": scope.session_id}
+
+    async def read() -> Any:
+        state = await aget_session_memory_state(**ids)
+        if state is None:
+            msg = "the stored benchmark state was not found"
+            raise RuntimeError(msg)
+        return state
+
+    state = await read()
+
+    async def write() -> None:
+        if not await asave_session_memory_state(state, **ids, expected_version=state.version):
+            msg = "the benchmark's compare-and-swap write lost against nobody"
+            raise RuntimeError(msg)
+
+    read_ms, read_trips = await _median_call(read, scope, repeats)
+    write_ms, write_trips = await _median_call(write, scope, repeats)
+    return StateCost(
+        sessions,
+        round(read_ms, 3),
+        round(write_ms, 3),
+        read_trips.statements,
+        read_trips.commits,
+        write_trips.statements,
+        write_trips.commits,
+    )
+
+
+async def _median_call(call: Callable[[], Awaitable[Any]], scope: _Scope, repeats: int) -> tuple[float, _Counter]:
+    times: list[float] = []
+    trips: list[_Counter] = []
+    for repeat in range(WARMUP + repeats):
+        gc.collect()
+        with _flow_scope(scope), _statement_counter() as counter:
+            start = time.perf_counter()
+            await call()
+            seconds = time.perf_counter() - start
+        if repeat >= WARMUP:
+            times.append(seconds * 1000)
+            trips.append(counter)
+    most = _Counter(max(c.statements for c in trips), max(c.commits for c in trips))
+    return statistics.median(times), most
+
+
+async def _store_states(sessions: int) -> list[_Scope]:
+    """`sessions` state rows: 100 sessions per flow, each flow with its own owner."""
+    from langflow.services.deps import get_db_service
+    from sqlalchemy import insert
+
+    from langflow_summarizing_agent.migrate import ensure_migrated
+    from langflow_summarizing_agent.models import NO_CONTEXT, SessionMemoryStateTable
+
+    await ensure_migrated()
+    now = datetime.now(timezone.utc)
+    scopes: list[_Scope] = []
+    flow_id = user_id = uuid.uuid4()
+    for index in range(sessions):
+        if index % 100 == 0:
+            flow_id, user_id = uuid.uuid4(), uuid.uuid4()
+        scopes.append(_Scope(flow_id, user_id, f"state-io-{index}"))
+    rows = [
+        {
+            "id": uuid.uuid4(),
+            "flow_id": s.flow_id,
+            "user_id": s.user_id,
+            "session_id": s.session_id,
+            "context_id": NO_CONTEXT,
+            "summary": SUMMARY_TEXT,
+            "pinned": PINNED,
+            "absorbed_count": 100,
+            "version": 1,
+            "failed_folds": 0,
+            "created_at": now,
+            "updated_at": now,
+        }
+        for s in scopes
+    ]
+    table = SessionMemoryStateTable.__table__
+    async with get_db_service().engine.begin() as connection:
+        for start in range(0, len(rows), 1_000):
+            await connection.execute(insert(table), rows[start : start + 1_000])
+    await _analyze()
+    return scopes
+
+
+async def _analyze() -> None:
+    """Postgres: refresh planner statistics after the bulk insert, as autovacuum does on a live database.
+
+    Without them the planner guesses one row per session and may scan a whole session; Langflow never runs
+    ANALYZE on SQLite, so neither does the benchmark.
+    """
+    from langflow.services.deps import get_db_service
+    from sqlalchemy import text
+
+    engine = get_db_service().engine
+    if engine.dialect.name == "postgresql":
+        async with engine.begin() as connection:
+            await connection.execute(text("ANALYZE"))
+
+
+@contextmanager
+def _flow_scope(scope: _Scope) -> Iterator[None]:
+    """The flow and owner a graph run binds while a component executes."""
+    from lfx.memory.flow_context import (
+        reset_current_flow_id,
+        reset_current_message_owner_id,
+        set_current_flow_id,
+        set_current_message_owner_id,
+    )
+
+    flow_token = set_current_flow_id(scope.flow_id)
+    owner_token = set_current_message_owner_id(scope.user_id)
+    try:
+        yield
+    finally:
+        reset_current_message_owner_id(owner_token)
+        reset_current_flow_id(flow_token)
+
+
+@dataclass
+class _Counter:
+    statements: int = 0
+    commits: int = 0
+
+
+@contextmanager
+def _statement_counter() -> Iterator[_Counter]:
+    """Counts statements and commits sent to Langflow's database (a round trip each) while the block runs."""
+    from langflow.services.deps import get_db_service
+    from sqlalchemy import event
+
+    counter = _Counter()
+    engine = get_db_service().engine.sync_engine
+
+    def statement(*_: Any) -> None:
+        counter.statements += 1
+
+    def commit(*_: Any) -> None:
+        counter.commits += 1
+
+    event.listen(engine, "before_cursor_execute", statement)
+    event.listen(engine, "commit", commit)
+    try:
+        yield counter
+    finally:
+        event.remove(engine, "commit", commit)
+        event.remove(engine, "before_cursor_execute", statement)

@@ -1,0 +1,194 @@
+"""The benchmark's chat model: offline, scripted turn by turn, and it records what every call received.
+
+It stands in for a provider behind both the Agent and the summary fold (the component folds with the Agent's own
+model). Every call is recorded with its input tokens, counted with LangChain's `count_tokens_approximately` over
+exactly the messages the call received, the same way for every run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.outputs import ChatGeneration, ChatResult
+from lfx.custom.custom_component.component import Component
+from lfx.field_typing import LanguageModel
+from lfx.io import Output
+from pydantic import Field
+
+from langflow_summarizing_agent.fold import DEFAULT_SUMMARY_WORDS, FOLD_SYSTEM_PROMPT
+
+FOLD_PROMPT_START = FOLD_SYSTEM_PROMPT.split("\n", 1)[0]
+CALCULATOR_TOOL = "evaluate_expression"
+"""Name of the Agent's built-in calculator tool (`add_calculator_tool`)."""
+
+PROJECT = re.compile(r"\bPRJ-\d+\b")
+CLUSTER = re.compile(r"\b([A-Z]{2}) cluster\b")
+SUMMARY_WORDS = DEFAULT_SUMMARY_WORDS - 20
+"""The scripted summarizer writes summaries this long, as a real one filling the word budget would."""
+WORDS_PER_BULLET = 20
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    """What the model does in one exchange: `tool_calls` calculator calls, one per model call, then `reply`."""
+
+    exchange: int
+    reply: str
+    tool_calls: int = 0
+    expression: str = "2*2"
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    exchange: int
+    kind: str
+    """"agent" (a call of the agent loop) or "summary" (a fold)."""
+    input_tokens: int
+    history_tokens: int
+    """Tokens of the chat history part: between the system prompt and the current input; 0 for a summary call."""
+    first_facts: bool
+    """The input holds both facts of the session's first message (PRJ-123 and the EU cluster)."""
+    failed: bool = False
+
+
+def is_fold_prompt(messages: list[BaseMessage]) -> bool:
+    return (
+        bool(messages)
+        and isinstance(messages[0], SystemMessage)
+        and str(messages[0].content).startswith(FOLD_PROMPT_START)
+    )
+
+
+def holds_first_facts(messages: list[BaseMessage]) -> bool:
+    text = "\n".join(str(message.content) for message in messages)
+    return "PRJ-123" in text and re.search(r"\bEU\b", text) is not None
+
+
+def history_part(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """The messages after the system prompt and before the current input (the last human message)."""
+    start = 1 if messages and isinstance(messages[0], SystemMessage) else 0
+    last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=start)
+    return messages[start:last_human]
+
+
+class BenchmarkChatModel(BaseChatModel):
+    """Answers agent calls from `plan` and fold calls with a deterministic summary; records every call.
+
+    `fail_summaries` makes every fold call raise, as a provider outage would.
+    """
+
+    plan: TurnPlan | None = None
+    fail_summaries: bool = False
+    calls: list[ModelCall] = Field(default_factory=list)
+    tool_names: list[str] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "benchmark-scripted"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> BenchmarkChatModel:
+        self.tool_names = [str(getattr(tool, "name", "")) for tool in tools]
+        return self
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        if self.plan is None:
+            msg = "BenchmarkChatModel needs a TurnPlan before each exchange"
+            raise RuntimeError(msg)
+        answer = self._fold(messages) if is_fold_prompt(messages) else self._agent(messages, self.plan)
+        return ChatResult(generations=[ChatGeneration(message=answer)])
+
+    def _agent(self, messages: list[BaseMessage], plan: TurnPlan) -> AIMessage:
+        self.calls.append(
+            ModelCall(
+                exchange=plan.exchange,
+                kind="agent",
+                input_tokens=count_tokens_approximately(messages),
+                history_tokens=count_tokens_approximately(history_part(messages)),
+                first_facts=holds_first_facts(messages),
+            )
+        )
+        last_human = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
+        tool_results = sum(1 for m in messages[last_human:] if isinstance(m, ToolMessage))
+        if tool_results >= plan.tool_calls:
+            return AIMessage(content=plan.reply)
+        if CALCULATOR_TOOL not in self.tool_names:
+            msg = f"the Agent did not bind its calculator tool ({CALCULATOR_TOOL}); keep add_calculator_tool=True"
+            raise RuntimeError(msg)
+        call_id = f"call_{plan.exchange}_{tool_results}"
+        tool_call = {"name": CALCULATOR_TOOL, "args": {"expression": plan.expression}, "id": call_id}
+        return AIMessage(content="", tool_calls=[{**tool_call, "type": "tool_call"}])
+
+    def _fold(self, messages: list[BaseMessage]) -> AIMessage:
+        exchange = self.plan.exchange if self.plan else -1
+        self.calls.append(
+            ModelCall(
+                exchange=exchange,
+                kind="summary",
+                input_tokens=count_tokens_approximately(messages),
+                history_tokens=0,
+                first_facts=holds_first_facts(messages),
+                failed=self.fail_summaries,
+            )
+        )
+        if self.fail_summaries:
+            msg = "summary provider unavailable"
+            raise RuntimeError(msg)
+        return AIMessage(content=scripted_summary(str(messages[-1].content)))
+
+
+def scripted_summary(data: str) -> str:
+    """A fold answer from the fold prompt's data: pinned facts by pattern, one bullet per user message.
+
+    Older bullets give way to newer ones so the summary stays just under the word budget, as a real
+    summarizer's would.
+    """
+    previous = _between(data, "Previous summary:\n<summary>\n", "\n</summary>")
+    batch = json.loads(_between(data, "<conversation>\n", "\n</conversation>"))
+    pinned: dict[str, str] = {}
+    bullets = [line for line in previous.splitlines() if line.startswith("- ")]
+    for message in batch:
+        text = message["text"]
+        if project := PROJECT.search(text):
+            pinned["project_id"] = project.group(0)
+        if cluster := CLUSTER.search(text):
+            pinned["cluster"] = cluster.group(0)
+        if message["role"] == "user":
+            bullets.append("- " + " ".join(text.split()[:WORDS_PER_BULLET]))
+    while sum(len(b.split()) for b in bullets) > SUMMARY_WORDS and len(bullets) > 1:
+        bullets.pop(0)
+    return json.dumps({"pinned": pinned, "summary": "\n".join(bullets) or "- nothing yet"})
+
+
+def _between(text: str, start: str, end: str) -> str:
+    return text.split(start, 1)[1].split(end, 1)[0]
+
+
+class BenchmarkModelComponent(Component):
+    """Hands a `BenchmarkChatModel` to the Agent's model input inside a graph run.
+
+    The model is set as `chat_model` after construction: a component input would be copied, and the benchmark
+    reads the calls off the very model object the Agent used.
+    """
+
+    display_name = "Benchmark Model"
+    description = "Offline scripted chat model of the support-session benchmark."
+    name = "BenchmarkModel"
+
+    inputs = []  # noqa: RUF012 - Langflow declares inputs as a class list
+    outputs = [Output(display_name="Language Model", name="model_output", method="build_model")]  # noqa: RUF012
+
+    chat_model: BenchmarkChatModel | None = None
+
+    def build_model(self) -> LanguageModel:
+        if self.chat_model is None:
+            msg = "set BenchmarkModelComponent.chat_model before the graph runs"
+            raise RuntimeError(msg)
+        return self.chat_model
