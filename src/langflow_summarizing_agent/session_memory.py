@@ -415,7 +415,24 @@ def _message_filters(
     excluded = [uid for uid in map(_as_uuid, exclude_ids) if uid is not None]
     if excluded:
         filters.append(col(MessageTable.id).not_in(excluded))
+        # What a concurrent run stored after the current input is not read either: a fold that read it could move
+        # the cursor past the input, which this run never sees, and the input would count as folded unsummarized.
+        filters.extend(_stored_before(uid) for uid in excluded)
     return filters
+
+
+def _stored_before(message_id: UUID) -> ColumnElement[bool]:
+    """Rows before `message_id` in keyset order; every row when that message is not stored."""
+    from langflow.services.database.models.message.model import MessageTable
+    from sqlalchemy.orm import aliased
+
+    current = aliased(MessageTable)
+    position = select(current.timestamp).where(col(current.id) == message_id).scalar_subquery()
+    return or_(
+        position.is_(None),
+        col(MessageTable.timestamp) < position,
+        and_(col(MessageTable.timestamp) == position, col(MessageTable.id) < message_id),
+    )
 
 
 def _message_order(*, ascending: bool) -> tuple[Any, Any]:
