@@ -237,7 +237,7 @@ class LangflowSessionStore:
     """`SessionStore` for one scope on Langflow's database.
 
     `exclude_ids` holds the current turn's input: it is already stored when history is read, and the Agent
-    receives it as the input, so no read returns it.
+    receives it as the input, so no read returns it, nor what concurrent runs stored after it.
 
     `load_state` treats a row as stale, and returns it emptied, when its session lost the messages it covers:
     the cursor's message is gone (session deleted or renamed), or no message is left at all. The emptied
