@@ -49,6 +49,18 @@ def test_read_returns_summary_cursor_and_counters(chat: ServerChat) -> None:
     assert state["updated_at"]
 
 
+def test_an_api_key_of_the_flow_owner_works_like_a_token(chat: ServerChat) -> None:
+    session_id = chat.new_session()
+
+    with chat.server.client(api_key=chat.api_key) as client:
+        read = client.get(state_url(session_id), params={"flow_id": chat.flow_id})
+        reset = client.delete(state_url(session_id), params={"flow_id": chat.flow_id})
+
+    assert read.status_code == 200, read.text
+    assert read.json()["states"][0]["version"] == 1
+    assert reset.json()["deleted"] == 1
+
+
 def test_read_narrows_to_a_context(chat: ServerChat) -> None:
     session_id = chat.new_session()
 

@@ -16,7 +16,7 @@ missing one. Sessions belong to their flow, as in the monitor, so the flow check
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 from uuid import UUID
 
 from fastapi import APIRouter, HTTPException, Query, status
@@ -99,7 +99,7 @@ async def read_session_state(
         await session.exec(
             select(SessionMemoryStateTable)
             .where(*_state_filters(flow_uuid, session_id, context_id))
-            .order_by(SessionMemoryStateTable.context_id, SessionMemoryStateTable.user_id)
+            .order_by(_STATE.c.context_id, _STATE.c.user_id)
         )
     ).all()
     if not rows:
@@ -143,7 +143,7 @@ def _valid_request(flow_id: str | None, session_id: str, context_id: str | None)
     return flow_uuid
 
 
-def _refuse(detail: str) -> Any:
+def _refuse(detail: str) -> NoReturn:
     raise HTTPException(status_code=status.HTTP_422_UNPROCESSABLE_ENTITY, detail=detail)
 
 
@@ -156,8 +156,14 @@ async def _ensure_flow_or_404(session: Any, flow_id: UUID, user: Any, *, write: 
     not_found = f"Flow {flow_id} not found"
     flow = None
     if not is_virtual_flow_id(flow_id):
+        # SQLModel types the column attributes as their values; they are the columns the helper expects.
         flow = await authorized_or_owner_scoped(
-            session, Flow, id_column=Flow.id, resource_id=flow_id, owner_column=Flow.user_id, owner_id=user.id
+            session,
+            Flow,
+            id_column=Flow.id,  # type: ignore[arg-type]
+            resource_id=flow_id,
+            owner_column=Flow.user_id,  # type: ignore[arg-type]
+            owner_id=user.id,
         )
     if flow is None:
         raise HTTPException(status_code=status.HTTP_404_NOT_FOUND, detail=not_found)

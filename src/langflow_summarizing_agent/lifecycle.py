@@ -98,7 +98,7 @@ class _Rename:
 
 
 def _on_orm_execute(orm_state: ORMExecuteState) -> Any:
-    statement = orm_state.statement
+    statement: Any = orm_state.statement
     if orm_state.is_delete:
         if _is_table(statement.table, _message_table()):
             return _delete_messages(orm_state)
@@ -163,7 +163,7 @@ def _rename_messages(orm_state: ORMExecuteState, new_session_id: str | None) -> 
 
 def _before_flush(session: Session, flush_context: UOWTransaction, _instances: Any) -> None:
     message_class = _message_class()
-    deleted = [obj for obj in session.deleted if isinstance(obj, message_class)]
+    deleted: list[Any] = [obj for obj in session.deleted if isinstance(obj, message_class)]
     moved = [obj for obj in session.dirty if isinstance(obj, message_class) and _session_id_change(obj)]
     if not deleted and not moved:
         return
@@ -360,7 +360,8 @@ def _assigned_session_id(statement: Any) -> Any:
 
 
 def _where(orm_state: ORMExecuteState) -> ColumnElement[bool] | None:
-    return orm_state.statement.whereclause
+    statement: Any = orm_state.statement
+    return statement.whereclause
 
 
 def _where_applied(stmt: Any, where: ColumnElement[bool] | None) -> Any:
