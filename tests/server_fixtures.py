@@ -139,6 +139,8 @@ def _server_environment(config_dir: Path, database_url: str) -> dict[str, str]:
             # Starter projects and telemetry cost startup time and network attempts that tests do not need.
             "LANGFLOW_CREATE_STARTER_PROJECTS": "false",
             "LANGFLOW_DO_NOT_TRACK": "true",
+            # The suite logs in far more often than a person; Langflow's default is 5 logins a minute per IP.
+            "LANGFLOW_RATE_LIMIT_PER_MINUTE": "1000",
             "LITELLM_LOCAL_MODEL_COST_MAP": "true",
         }
     )
