@@ -120,10 +120,14 @@ def model_name_of(llm: Any) -> str | None:
 def make_summarizer(llm: Any, timeout_seconds: float) -> Callable[[list[BaseMessage]], Awaitable[str]]:
     async def summarize(prompt: list[BaseMessage]) -> str:
         # No callbacks: fold tokens must never reach the Playground stream or the agent's trace.
-        response = await asyncio.wait_for(
-            llm.ainvoke(prompt, config={"callbacks": [], "run_name": "summarizing_agent_fold"}),
-            timeout=timeout_seconds,
-        )
+        try:
+            response = await asyncio.wait_for(
+                llm.ainvoke(prompt, config={"callbacks": [], "run_name": "summarizing_agent_fold"}),
+                timeout=timeout_seconds,
+            )
+        except asyncio.TimeoutError:
+            msg = f"no answer within {timeout_seconds:g} s; raise Summary Timeout if the summary model is this slow"
+            raise TimeoutError(msg) from None
         return _text_of(response)
 
     return summarize
