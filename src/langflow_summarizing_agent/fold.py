@@ -374,6 +374,12 @@ class Folder:
                 break
             new_state.pinned = merge_pinned(new_state.pinned, proposed_pinned, settings.pinned_keys)
             new_state.summary = clip_words(summary, settings.summary_words)
+            if len(summary.split()) > settings.summary_words:
+                logger.info(
+                    "Summarizing Agent: the summary model wrote %d words; clipped to the Summary Word Budget of %d",
+                    len(summary.split()),
+                    settings.summary_words,
+                )
             new_state.cursor = batch[-1].cursor
             new_state.absorbed_count += len(batch)
             turn.folded += len(batch)
