@@ -465,7 +465,7 @@ async def test_context_id_narrows_message_reads(memory_scope: MemoryScope, inser
     assert [m.text for m in everything] == ["in alpha", "in beta"]
 
 
-async def test_messages_carry_the_payload_langflow_builds(memory_scope: MemoryScope, insert_messages) -> None:
+async def test_verbatim_messages_are_built_as_langflow_builds_them(memory_scope: MemoryScope, insert_messages) -> None:
     from langflow.memory import aget_messages
 
     await insert_messages(memory_scope, [(at(0), "from the user"), (at(1), "from the agent")])
@@ -476,8 +476,9 @@ async def test_messages_carry_the_payload_langflow_builds(memory_scope: MemorySc
     )
     assert [m.role for m in stored] == ["user", "assistant"]
     assert [m.text for m in stored] == ["from the user", "from the agent"]
-    assert [type(m.payload) for m in stored] == [type(m) for m in reference]
-    assert [m.payload.model_dump() for m in stored] == [m.model_dump() for m in reference]
+    built = [await sm.as_chat_message(m) for m in stored]
+    assert [type(m) for m in built] == [type(m) for m in reference]
+    assert [m.model_dump() for m in built] == [m.model_dump() for m in reference]
     assert all(m.timestamp.tzinfo is not None for m in stored)
 
 

@@ -144,7 +144,9 @@ def _text_of(response: Any) -> str:
     return str(content or "")
 
 
-def to_agent_history(turn: TurnHistory, session_id: str) -> list[Message]:
+async def to_agent_history(
+    turn: TurnHistory, session_id: str, as_chat_message: Callable[[StoredMessage], Awaitable[Message]]
+) -> list[Message]:
     """`[summary message, *verbatim]` as lfx Messages; the summary is user-role and has no id (never stored)."""
     history: list[Message] = []
     if turn.summary_text:
@@ -156,15 +158,14 @@ def to_agent_history(turn: TurnHistory, session_id: str) -> list[Message]:
                 session_id=session_id,
             )
         )
-    history.extend(_as_message(m, session_id) for m in turn.verbatim)
+    for message in turn.verbatim:
+        if message.payload is not None:
+            history.append(await as_chat_message(message))
+        else:
+            # A message cut to fit the budget: a new, unstored Message with the cut text.
+            sender = MESSAGE_SENDER_USER if message.role == "user" else MESSAGE_SENDER_AI
+            history.append(Message(text=message.text, sender=sender, sender_name=sender, session_id=session_id))
     return history
-
-
-def _as_message(message: StoredMessage, session_id: str) -> Message:
-    if message.payload is not None:
-        return message.payload
-    sender = MESSAGE_SENDER_USER if message.role == "user" else MESSAGE_SENDER_AI
-    return Message(text=message.text, sender=sender, sender_name=sender, session_id=session_id)
 
 
 def describe_turn(turn: TurnHistory) -> str:
@@ -221,7 +222,7 @@ async def summarized_memory_data(
         _report(component, f"Summarizing Agent: session memory unavailable ({type(exc).__name__}); used the last N.")
         return await stock_history()
 
-    history = to_agent_history(turn, str(graph.session_id))
+    history = await to_agent_history(turn, str(graph.session_id), session_memory.as_chat_message)
     component._summarizing_turn = (key, history, turn)
     _report(component, describe_turn(turn))
     return list(history)

@@ -31,6 +31,7 @@ from langflow_summarizing_agent.state import Cursor, MemoryState, StoredMessage
 
 if TYPE_CHECKING:
     from langflow.services.database.models.message.model import MessageTable
+    from lfx.schema.message import Message
 
 __all__ = [
     "LangflowSessionStore",
@@ -39,6 +40,7 @@ __all__ = [
     "aget_messages_after",
     "aget_recent_messages",
     "aget_session_memory_state",
+    "as_chat_message",
     "asave_session_memory_state",
     "session_memory_supported",
 ]
@@ -474,20 +476,25 @@ async def _read_messages(stmt: Any) -> list[StoredMessage]:
 
     async with session_scope() as session:
         rows: Sequence[MessageTable] = (await session.exec(stmt)).all()
-        return [await _to_stored_message(row) for row in rows]
+        return [_to_stored_message(row) for row in rows]
 
 
-async def _to_stored_message(row: MessageTable) -> StoredMessage:
-    from langflow.schema.message import Message
-
+def _to_stored_message(row: MessageTable) -> StoredMessage:
     return StoredMessage(
         id=str(row.id),
         timestamp=_aware_utc(row.timestamp),
         role="user" if row.sender == USER_SENDER else "assistant",
         text=row.text or "",
-        # Built exactly as langflow.memory.aget_messages builds it.
-        payload=await Message.create(**row.model_dump()),
+        # The row; `as_chat_message()` turns it into a Message only if it is sent verbatim.
+        payload=row,
     )
+
+
+async def as_chat_message(message: StoredMessage) -> Message:
+    """The Message the stock Agent would get for this row, built exactly as `langflow.memory.aget_messages` does."""
+    from langflow.schema.message import Message
+
+    return await Message.create(**message.payload.model_dump())
 
 
 def _as_uuid(value: Id) -> UUID | None:
