@@ -220,11 +220,18 @@ def targets(runs: dict[str, dict[str, Any]], memory: list[PathCost], budget: int
 
 
 def _round_trips(statements: int, commits: int) -> str:
-    return f"{statements} statements + {commits} commits"
+    return f"{_plural(statements, 'statement')} + {_plural(commits, 'commit')}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _target(name: str, measured: Any, limit: str, holds: bool, *, percent: bool = False) -> dict[str, Any]:
-    shown = f"{measured:.1%}" if percent else str(measured)
+    if isinstance(measured, bool):
+        shown = "yes" if measured else "no"
+    else:
+        shown = f"{measured:.1%}" if percent else str(measured)
     value = round(measured, 4) if isinstance(measured, float) else measured
     return {"target": name, "measured": value, "shown": shown, "limit": limit, "pass": bool(holds)}
 
