@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -225,16 +226,26 @@ def merge_pinned(previous: dict[str, str], proposed: dict[str, Any], pinned_keys
     return merged
 
 
+_UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+"""Kana and CJK ideographs: scripts written without spaces, where each character counts as a word (as word
+processors count them), so the word budget also holds for a summary written in them."""
+_WORD = re.compile(f"[{_UNSPACED}]|[^\\s{_UNSPACED}]+")
+
+
+def count_words(text: str) -> int:
+    return len(_WORD.findall(text))
+
+
 def clip_words(text: str, max_words: int) -> str:
     """Clip to `max_words` words, keeping line breaks of the part that stays."""
     count = 0
     kept: list[str] = []
     for line in text.strip().splitlines():
-        words = line.split()
+        words = list(_WORD.finditer(line))
         if count + len(words) > max_words:
             remaining = max_words - count
             if remaining > 0:
-                kept.append(" ".join(words[:remaining]) + " …")
+                kept.append(line[: words[remaining - 1].end()].strip() + " …")
             break
         kept.append(line.rstrip())
         count += len(words)
@@ -374,10 +385,10 @@ class Folder:
                 break
             new_state.pinned = merge_pinned(new_state.pinned, proposed_pinned, settings.pinned_keys)
             new_state.summary = clip_words(summary, settings.summary_words)
-            if len(summary.split()) > settings.summary_words:
+            if count_words(summary) > settings.summary_words:
                 logger.info(
                     "Summarizing Agent: the summary model wrote %d words; clipped to the Summary Word Budget of %d",
-                    len(summary.split()),
+                    count_words(summary),
                     settings.summary_words,
                 )
             new_state.cursor = batch[-1].cursor
