@@ -204,6 +204,12 @@ async def summarized_memory_data(
     llm = _summary_llm(component)
     settings = fold_settings_from(component, model_name_of(llm))
     timeout = float(getattr(component, "summary_timeout", None) or DEFAULT_SUMMARY_TIMEOUT_SECONDS)
+    if timeout < 0:
+        msg = (
+            "Summary Timeout must be a positive number of seconds; "
+            f"0 uses the default ({DEFAULT_SUMMARY_TIMEOUT_SECONDS:g})."
+        )
+        raise ValueError(msg)
     graph = component.graph
     input_id = _input_id(component)
     from lfx.components.models_and_agents.memory import _safe_graph_user_id
