@@ -67,7 +67,8 @@ def scripted_session(settings: dict[str, Any], **model: Any) -> ChatSession:
 
 def quoted_batch(data: str) -> list[dict[str, str]]:
     """The conversation messages of a fold prompt's data block."""
-    return json.loads(data.split("<conversation>\n", 1)[1].rsplit("\n</conversation>", 1)[0])
+    after_summary = data.split("\n</summary>", 1)[1]
+    return json.loads(after_summary.split("<conversation>\n", 1)[1].rsplit("\n</conversation>", 1)[0])
 
 
 def list_every_folded_message(messages: list[BaseMessage]) -> str:
