@@ -40,6 +40,10 @@ class InMemoryStore:
     async def load_state(self) -> MemoryState:
         return replace(self.state, pinned=dict(self.state.pinned)) if self.state else MemoryState()
 
+    async def load_turn(self, limit: int) -> tuple[MemoryState, list[StoredMessage]]:
+        state = await self.load_state()
+        return state, await self.recent(limit, after=state.cursor)
+
     async def save_state(self, state: MemoryState, expected_version: int) -> bool:
         current = self.state.version if self.state else 0
         if current != expected_version:
@@ -48,9 +52,10 @@ class InMemoryStore:
         self.saves += 1
         return True
 
-    async def recent(self, limit: int) -> list[StoredMessage]:
+    async def recent(self, limit: int, after: Cursor | None = None) -> list[StoredMessage]:
         self.reads += 1
-        return sorted(self.messages, key=lambda m: m.cursor)[-limit:]
+        ordered = sorted(self.messages, key=lambda m: m.cursor)
+        return [m for m in ordered if after is None or m.cursor > after][-limit:]
 
     async def after(self, cursor: Cursor | None, limit: int) -> list[StoredMessage]:
         self.reads += 1

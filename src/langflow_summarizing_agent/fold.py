@@ -295,9 +295,9 @@ class Folder:
 
     async def prepare_history(self, *, compact: bool = False) -> TurnHistory:
         settings = self.settings
-        state = await self.store.load_state()
         read_limit = settings.verbatim_bound + 1
-        recent = await self.store.recent(read_limit)
+        # Only what is not folded yet: folded messages never reach the model again, so they are not read.
+        state, recent = await self.store.load_turn(read_limit)
         tokens = {m.id: message_tokens(m) for m in recent}
         visible = [m for m in recent if not is_compaction_exchange(m)]
         read_is_full = len(recent) >= read_limit
@@ -317,8 +317,7 @@ class Folder:
             unread_backlog = await self.store.count_after(turn.state.cursor, recent[0].cursor)
         shown_cut = plan.oversize if plan.oversize and turn.state.covers(plan.oversize) else None
         self._choose_verbatim(turn, visible, tokens, unread_backlog, shown_cut)
-        stock_window = recent[-(settings.n_messages - 1) :] if settings.n_messages > 1 else []
-        turn.stock_history_tokens = sum(tokens[m.id] for m in stock_window)
+        turn.stock_history_tokens = _stock_history_estimate(recent, tokens, state, settings.n_messages - 1)
         return turn
 
     def _plan(
@@ -331,11 +330,12 @@ class Folder:
         compact: bool,
     ) -> _Plan:
         settings = self.settings
+        # Everything read is newer than the cursor, so the newest of it is the window's unfolded part.
+        unfolded = visible
         window = visible[-settings.n_messages :]
-        unfolded = [m for m in visible if not state.covers(m)]
         window_ids = {m.id for m in window}
         older = [m for m in unfolded if m.id not in window_ids]
-        backlog_beyond_read = read_is_full and bool(visible) and not state.covers(visible[0])
+        backlog_beyond_read = read_is_full
 
         budget = settings.history_token_budget
         summary_tokens = text_tokens(render_summary_message(state, settings.pinned_keys, 0) or "")
@@ -452,6 +452,18 @@ class Folder:
         turn.history_tokens = sum(message_tokens(m) for m in verbatim) + (
             text_tokens(turn.summary_text) if turn.summary_text else 0
         )
+
+
+def _stock_history_estimate(
+    recent: Sequence[StoredMessage], tokens: dict[str, int], state: MemoryState, stock_window: int
+) -> int:
+    """Tokens the stock Agent would send: its window's messages; folded ones (not read) at the mean size read."""
+    if stock_window <= 0 or not recent:
+        return 0
+    shown = recent[-stock_window:]
+    known = sum(tokens[m.id] for m in shown)
+    missing = min(stock_window - len(shown), state.absorbed_count)
+    return known + missing * known // len(shown)
 
 
 def _newest_that_fit(messages: Sequence[StoredMessage], tokens: dict[str, int], room: int) -> list[StoredMessage]:

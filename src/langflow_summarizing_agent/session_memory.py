@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime, timezone
+from functools import cache
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
@@ -197,17 +198,28 @@ async def aget_recent_messages(
     session_id: str,
     context_id: str | None = None,
     limit: int,
+    after: Cursor | None = None,
     exclude_ids: Iterable[Id] = (),
 ) -> list[StoredMessage]:
-    """The newest `limit` messages of the session, oldest first, without `exclude_ids` and error rows."""
+    """The newest `limit` messages of the session (after `after` if given), oldest first, without `exclude_ids`
+    and error rows."""
     scope = await _resolved_scope(flow_id, user_id, session_id)
     if scope is None or limit <= 0:
         return []
+    stmt = _recent_statement(scope, session_id, context_id, exclude_ids, limit, after)
+    return list(reversed(await _read_messages(stmt)))
+
+
+def _recent_statement(
+    scope: _Scope, session_id: str, context_id: str | None, exclude_ids: Iterable[Id], limit: int, after: Cursor | None
+) -> Any:
+    """The newest `limit` messages (after `after`), newest first."""
     from langflow.services.database.models.message.model import MessageTable
 
     filters = _message_filters(scope, session_id, context_id, exclude_ids)
-    stmt = select(MessageTable).where(*filters).order_by(*_message_order(ascending=False)).limit(limit)
-    return list(reversed(await _read_messages(stmt)))
+    if after is not None:
+        filters.append(_after(after))
+    return select(MessageTable).where(*filters).order_by(*_message_order(ascending=False)).limit(limit)
 
 
 async def acount_messages_after(
@@ -265,15 +277,33 @@ class LangflowSessionStore:
         scope = await _resolved_scope(self.flow_id, self.user_id, self.session_id)
         if scope is None:
             return MemoryState()
-        from langflow.services.database.models.message.model import MessageTable
         from langflow.services.deps import session_scope
+
+        async with session_scope() as session:
+            return await self._read_state(session, scope)
+
+    async def load_turn(self, limit: int) -> tuple[MemoryState, list[StoredMessage]]:
+        scope = await _resolved_scope(self.flow_id, self.user_id, self.session_id)
+        if scope is None:
+            return MemoryState(), []
+        from langflow.services.deps import session_scope
+
+        # One session for both reads: a turn without a fold costs one connection checkout, like the stock Agent.
+        async with session_scope() as session:
+            state = await self._read_state(session, scope)
+            stmt = _recent_statement(scope, self.session_id, self.context_id, self.exclude_ids, limit, state.cursor)
+            rows = (await session.exec(stmt)).all()
+        return state, [_to_stored_message(row) for row in reversed(rows)]
+
+    async def _read_state(self, session: Any, scope: _Scope) -> MemoryState:
+        from langflow.services.database.models.message.model import MessageTable
 
         session_messages = select(MessageTable.id).where(
             col(MessageTable.flow_id) == scope[0],
             col(MessageTable.user_id) == scope[1],
             col(MessageTable.session_id) == self.session_id,
         )
-        # One round trip: the row and whether what it covers still exists.
+        # One statement: the row and whether what it covers still exists.
         covered_exists = or_(
             and_(
                 _TABLE.c.covered_until_message_id.is_(None),
@@ -284,8 +314,7 @@ class LangflowSessionStore:
         stmt = select(SessionMemoryStateTable, covered_exists.label("covered_exists")).where(
             *_state_filters(scope, self.session_id, self.context_id)
         )
-        async with session_scope() as session:
-            found = (await session.exec(stmt)).first()
+        found = (await session.exec(stmt)).first()
         if found is None:
             return MemoryState()
         row, is_current = found
@@ -303,13 +332,14 @@ class LangflowSessionStore:
             expected_version=expected_version,
         )
 
-    async def recent(self, limit: int) -> list[StoredMessage]:
+    async def recent(self, limit: int, after: Cursor | None = None) -> list[StoredMessage]:
         return await aget_recent_messages(
             flow_id=self.flow_id,
             user_id=self.user_id,
             session_id=self.session_id,
             context_id=self.context_id,
             limit=limit,
+            after=after,
             exclude_ids=self.exclude_ids,
         )
 
@@ -423,12 +453,20 @@ def _message_filters(
     return filters
 
 
-def _stored_before(message_id: UUID) -> ColumnElement[bool]:
-    """Rows before `message_id` in keyset order; every row when that message is not stored."""
+@cache
+def _current_input_alias() -> Any:
+    # Built once: aliasing the mapped class costs more than the rest of a turn's statement building.
     from langflow.services.database.models.message.model import MessageTable
     from sqlalchemy.orm import aliased
 
-    current = aliased(MessageTable)
+    return aliased(MessageTable)
+
+
+def _stored_before(message_id: UUID) -> ColumnElement[bool]:
+    """Rows before `message_id` in keyset order; every row when that message is not stored."""
+    from langflow.services.database.models.message.model import MessageTable
+
+    current = _current_input_alias()
     position = select(current.timestamp).where(col(current.id) == message_id).scalar_subquery()
     return or_(
         position.is_(None),

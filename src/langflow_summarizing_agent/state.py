@@ -74,12 +74,17 @@ class SessionStore(Protocol):
         """
         ...
 
+    async def load_turn(self, limit: int) -> tuple[MemoryState, list[StoredMessage]]:
+        """`load_state()` and `recent(limit, after=state.cursor)` in one read."""
+        ...
+
     async def save_state(self, state: MemoryState, expected_version: int) -> bool:
         """Insert (expected_version 0) or compare-and-swap on version. False when another writer saved first."""
         ...
 
-    async def recent(self, limit: int) -> list[StoredMessage]:
-        """The newest `limit` messages of the session in ascending order, without the current input."""
+    async def recent(self, limit: int, after: Cursor | None = None) -> list[StoredMessage]:
+        """The newest `limit` messages after `after` (of the whole session when None), ascending, without the
+        current input."""
         ...
 
     async def after(self, cursor: Cursor | None, limit: int) -> list[StoredMessage]:
