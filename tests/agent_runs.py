@@ -34,6 +34,8 @@ class ChatSession:
     fail_folds: bool = False
     reply: str = "Noted."
     summary_recorder_name: str | None = None
+    context_id: str | None = None
+    """Set on Chat Input, the agent and Chat Output, as a canvas user sets it on all three."""
     last_agent: AgentComponent | None = None
 
     @property
@@ -41,18 +43,23 @@ class ChatSession:
         return RECORDERS[self.recorder_name]
 
     async def say(self, text: str) -> str:
+        context = {"context_id": self.context_id} if self.context_id else {}
         chat_input = ChatInput(_id="chat_input")
-        chat_input.set(input_value=text)
+        chat_input.set(input_value=text, **context)
         model = RecordingModelComponent(_id="recording_model")
         model.set(recorder_name=self.recorder_name, fail_folds=self.fail_folds, reply=self.reply)
         agent = self.agent_class(_id="agent")
-        agent.set(model=model.build_model, input_value=chat_input.message_response, **{**QUIET_AGENT, **self.settings})
+        agent.set(
+            model=model.build_model,
+            input_value=chat_input.message_response,
+            **{**QUIET_AGENT, **context, **self.settings},
+        )
         if self.summary_recorder_name:
             summary_model = RecordingModelComponent(_id="summary_model")
             summary_model.set(recorder_name=self.summary_recorder_name)
             agent.set(summary_model=summary_model.build_model)
         chat_output = ChatOutput(_id="chat_output")
-        chat_output.set(input_value=agent.message_response)
+        chat_output.set(input_value=agent.message_response, **context)
         graph = Graph(chat_input, chat_output, flow_id=str(self.flow_id), user_id=str(self.user_id))
         graph.session_id = self.session_id
         async for _ in graph.async_start():

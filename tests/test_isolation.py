@@ -1,0 +1,177 @@
+"""Isolation: another user, another flow or another context id never reads, overwrites or deletes a state row.
+
+Through the component (graph runs on Langflow's services, SQLite and Postgres), through the data functions, and
+through the HTTP API and the monitor's delete route of a real `langflow run`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from langflow_summarizing_agent import session_memory as sm
+from langflow_summarizing_agent.api import ROUTE_PREFIX
+from langflow_summarizing_agent.fold import SUMMARY_PREFIX
+from langflow_summarizing_agent.models import SessionMemoryStateTable
+from langflow_summarizing_agent.state import MemoryState
+from tests.agent_runs import ChatSession
+from tests.conftest import LangflowDatabase, MemoryScope
+from tests.server_chat import ServerChat, state_rows
+from tests.server_fixtures import LangflowServer
+
+STATE = SessionMemoryStateTable.__table__
+FOLD_EACH_TURN = {
+    "summarize_older_messages": True,
+    "n_messages": 2,
+    "fold_batch": 2,
+    "history_token_budget": 0,
+    "pinned_keys": ["project_id", "cluster"],
+}
+VICTIM_TURNS = ["I'm on project PRJ-123 on the EU cluster.", "The deploy fails.", "Still failing.", "Any idea?"]
+INTRUDER_TURNS = ["I'm on project PRJ-999 on the US cluster.", "Show me what you know.", "Everything?", "Sure?"]
+
+
+async def state_rows_of_session(session_id: str) -> list[dict[str, Any]]:
+    """Every state row with this session id, whoever owns it, read directly."""
+    from langflow.services.deps import session_scope
+
+    async with session_scope() as session:
+        rows = await session.exec(sa.select(STATE).where(STATE.c.session_id == session_id).order_by(STATE.c.id))
+        return [dict(row._mapping) for row in rows]
+
+
+def sent_text(chat: ChatSession) -> str:
+    return "\n".join(str(message.content) for call in chat.model.calls for message in call)
+
+
+# Through the component
+
+
+@pytest.mark.parametrize("other", ["user", "flow", "context"])
+async def test_another_user_flow_or_context_on_the_same_session_id_never_touches_the_state_row(
+    langflow_db: LangflowDatabase, other: str
+) -> None:
+    victim = ChatSession(settings=FOLD_EACH_TURN, context_id="ctx-a" if other == "context" else None)
+    for text in VICTIM_TURNS:
+        await victim.say(text)
+    [victim_row] = await state_rows_of_session(victim.session_id)
+    assert victim_row["pinned"] == {"project_id": "PRJ-123", "cluster": "EU cluster"}
+    assert victim_row["context_id"] == (victim.context_id or "")
+
+    different = {"user": {"user_id": uuid.uuid4()}, "flow": {"flow_id": uuid.uuid4()}, "context": {}}[other]
+    intruder = replace(
+        victim,
+        recorder_name=f"rec-{uuid.uuid4().hex[:8]}",
+        context_id="ctx-b" if other == "context" else None,
+        last_agent=None,
+        **different,
+    )
+    for text in INTRUDER_TURNS:
+        await intruder.say(text)
+
+    assert intruder.model.fold_calls, "the intruder folded its own messages"
+    assert "PRJ-123" not in sent_text(intruder), "never reads the victim's messages or summary"
+    rows = await state_rows_of_session(victim.session_id)
+    assert len(rows) == 2
+    assert victim_row in rows, "the victim's row is neither overwritten nor deleted"
+    [intruder_row] = [row for row in rows if row["id"] != victim_row["id"]]
+    assert intruder_row["pinned"] == {"project_id": "PRJ-999", "cluster": "US cluster"}
+
+    await victim.say("Which cluster again?")
+    summary = str(victim.model.agent_calls[-1][1].content)
+    assert summary.startswith(SUMMARY_PREFIX)
+    assert "PRJ-123" in summary
+    assert "PRJ-999" not in sent_text(victim)
+
+
+# Through the data functions
+
+
+@pytest.mark.parametrize("other", ["user", "flow", "context"])
+async def test_data_functions_never_cross_user_flow_or_context(memory_scope: MemoryScope, other: str) -> None:
+    owner = memory_scope.kwargs(context_id="ctx-a")
+    assert await sm.asave_session_memory_state(MemoryState(summary="owner's"), **owner, expected_version=0)
+    intruder = {
+        "user": memory_scope.kwargs(context_id="ctx-a", user_id=uuid.uuid4()),
+        "flow": memory_scope.kwargs(context_id="ctx-a", flow_id=uuid.uuid4()),
+        "context": memory_scope.kwargs(context_id="ctx-b"),
+    }[other]
+
+    assert await sm.aget_session_memory_state(**intruder) is None
+    assert await sm.LangflowSessionStore(**intruder).load_state() == MemoryState()
+    assert not await sm.asave_session_memory_state(MemoryState(summary="hijack"), **intruder, expected_version=1)
+    if other != "context":
+        # A purge covers every context of a session by design; it only ever reaches the caller's flow and owner.
+        purge = {"flow_id": intruder["flow_id"], "user_id": intruder["user_id"]}
+        assert await sm.adelete_session_memory_states(**purge, session_ids=[memory_scope.session_id]) == 0
+    assert await sm.asave_session_memory_state(MemoryState(summary="own"), **intruder, expected_version=0)
+
+    stored = await sm.aget_session_memory_state(**owner)
+    assert stored is not None
+    assert (stored.summary, stored.version) == ("owner's", 1)
+    own = await sm.aget_session_memory_state(**intruder)
+    assert own is not None
+    assert own.summary == "own"
+
+
+# Through the HTTP API and the monitor's delete route
+
+
+def state_url(session_id: str) -> str:
+    return f"{ROUTE_PREFIX}/sessions/{session_id}/state"
+
+
+@pytest.fixture(scope="module")
+def two_owners(langflow_server: LangflowServer) -> tuple[ServerChat, ServerChat, Any]:
+    """The superuser's flow and another user's flow, both Summarizing Agent flows on the shared server."""
+    owner = ServerChat.create(langflow_server, langflow_server.superuser_token, langflow_server.superuser_api_key)
+    other = langflow_server.create_user()
+    intruder = ServerChat.create(langflow_server, other.token, langflow_server.create_api_key(other.token))
+    return owner, intruder, other
+
+
+def test_another_user_reads_resets_and_deletes_only_their_own_state_over_http(
+    two_owners: tuple[ServerChat, ServerChat, Any],
+) -> None:
+    owner, intruder, intruder_user = two_owners
+    session_id = owner.new_session()
+    [owner_row] = state_rows(owner.server, owner.flow_id, session_id)
+    for turn in range(1, 4):
+        reply = intruder.say(session_id, f"intruder turn {turn}")
+        assert f"{session_id}-" not in reply, "the intruder's agent never sees the owner's messages or summary"
+    [intruder_row] = state_rows(intruder.server, intruder.flow_id, session_id)
+    assert str(intruder_row["user_id"]) == intruder_user.id
+
+    with intruder.server.client(token=intruder.token) as client:
+        foreign = [
+            client.get(state_url(session_id), params={"flow_id": owner.flow_id}),
+            client.delete(state_url(session_id), params={"flow_id": owner.flow_id}),
+            client.delete(state_url(session_id), params={"flow_id": owner.flow_id, "context_id": ""}),
+        ]
+        own = client.get(state_url(session_id), params={"flow_id": intruder.flow_id})
+    assert [response.status_code for response in foreign] == [404, 404, 404]
+    assert own.status_code == 200, own.text
+    [seen] = own.json()["states"]
+    assert seen["user_id"] == intruder_user.id
+    assert f"{session_id}-" not in seen["summary"]
+
+    with owner.server.client(token=owner.token) as client:
+        other_context = client.delete(state_url(session_id), params={"flow_id": owner.flow_id, "context_id": "ctx"})
+    assert other_context.json()["deleted"] == 0
+
+    with intruder.server.client(token=intruder.token) as client:
+        own_reset = client.delete(state_url(session_id), params={"flow_id": intruder.flow_id})
+        intruder.say(session_id, "intruder turn 4")
+        intruder.say(session_id, "intruder turn 5")
+        deleted = client.delete(f"/api/v1/monitor/messages/session/{session_id}")
+    assert own_reset.json()["deleted"] == 1
+    assert deleted.status_code == 204, deleted.text
+    assert intruder.messages(session_id) == []
+    assert state_rows(intruder.server, intruder.flow_id, session_id) == []
+
+    assert state_rows(owner.server, owner.flow_id, session_id) == [owner_row]
+    assert len(owner.messages(session_id)) == 6
