@@ -488,9 +488,11 @@ def _after(cursor: Cursor) -> ColumnElement[bool]:
     from langflow.services.database.models.message.model import MessageTable
 
     timestamp, message_id = _cursor_binds(cursor)
-    return or_(
-        col(MessageTable.timestamp) > timestamp,
-        and_(col(MessageTable.timestamp) == timestamp, col(MessageTable.id) > message_id),
+    # The plain range term lets the (session_id, timestamp, id) index stop at the cursor instead of filtering
+    # every older row of a long session.
+    return and_(
+        col(MessageTable.timestamp) >= timestamp,
+        or_(col(MessageTable.timestamp) > timestamp, col(MessageTable.id) > message_id),
     )
 
 
@@ -498,9 +500,9 @@ def _before(cursor: Cursor) -> ColumnElement[bool]:
     from langflow.services.database.models.message.model import MessageTable
 
     timestamp, message_id = _cursor_binds(cursor)
-    return or_(
-        col(MessageTable.timestamp) < timestamp,
-        and_(col(MessageTable.timestamp) == timestamp, col(MessageTable.id) < message_id),
+    return and_(
+        col(MessageTable.timestamp) <= timestamp,
+        or_(col(MessageTable.timestamp) < timestamp, col(MessageTable.id) < message_id),
     )
 
 
