@@ -361,3 +361,33 @@ def test_settings_refuse_values_that_make_no_sense_with_a_message_that_says_what
 def test_token_counting_uses_langchains_counter():
     short, long = make_messages(["ok", "word " * 1_000])
     assert message_tokens(short) < 10 < 1_000 < message_tokens(long)
+
+
+async def test_while_folds_fail_history_stays_under_the_fold_trigger():
+    store = session(2)
+    clock = [datetime(2026, 1, 1, tzinfo=timezone.utc)]
+    failing = RecordingSummarizer([RuntimeError("down")] * 1_000)
+    fold_settings = settings(history_token_budget=2_000)
+    text = " ".join(["troubleshooting"] * 25)
+
+    for _ in range(30):
+        store.add(text, text)
+        turn = await Folder(store, failing, fold_settings, now=lambda: clock[0]).prepare_history()
+
+    assert turn.problems
+    assert turn.history_tokens <= 0.8 * 2_000
+
+
+async def test_a_large_unfolded_message_goes_as_an_excerpt_and_does_not_hide_older_ones():
+    store = session(6)
+    store.add("here is the log:\n" + " ".join(f"line{i}" for i in range(5_000)), "thanks, looking")
+    store.add("short question", "short answer")
+    clock = [datetime(2026, 1, 1, tzinfo=timezone.utc)]
+    failing = RecordingSummarizer([RuntimeError("down")] * 10)
+
+    turn = await Folder(store, failing, settings(history_token_budget=2_000), now=lambda: clock[0]).prepare_history()
+
+    assert turn.history_tokens <= 2_000
+    assert ids(turn.verbatim) == ids(store.messages)
+    log = turn.verbatim[6]
+    assert log.text.startswith("here is the log:") and log.text.endswith(CUT_MARKER)

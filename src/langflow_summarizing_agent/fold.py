@@ -435,13 +435,14 @@ class Folder:
         bounded = unfolded[-settings.verbatim_bound :]
         budget = settings.history_token_budget
         summary_estimate = render_summary_message(state, settings.pinned_keys, len(unfolded) + unread_backlog)
-        room = budget - text_tokens(summary_estimate or "")
+        # While folds fail or wait, history stays under the fold trigger: a broken summarizer must not make every
+        # call pay for a full budget.
+        share = settings.budget_trigger_share if turn.problems else 1.0
+        room = int(share * budget) - text_tokens(summary_estimate or "")
         if budget <= 0:
             verbatim = bounded
         else:
-            verbatim = _newest_that_fit(bounded, tokens, room)
-            if not verbatim and bounded:
-                verbatim = [_cut_to_tokens(bounded[-1], room)]
+            verbatim = _newest_with_excerpts(bounded, tokens, room)
             left = room - sum(message_tokens(m) for m in verbatim)
             if shown_cut is not None and left >= MIN_CUT_TOKENS:
                 verbatim.insert(0, _cut_to_tokens(shown_cut, left))
@@ -475,6 +476,27 @@ def _newest_that_fit(messages: Sequence[StoredMessage], tokens: dict[str, int], 
         if used > room:
             break
         kept.append(message)
+    kept.reverse()
+    return kept
+
+
+def _newest_with_excerpts(messages: Sequence[StoredMessage], tokens: dict[str, int], room: int) -> list[StoredMessage]:
+    """The newest `messages` that fit in `room`; one too large for a fair share of it goes as a cut excerpt.
+
+    Without the excerpt a single pasted log would hide every older message that still fits.
+    """
+    excerpt = max(MIN_CUT_TOKENS, room // 10)
+    kept: list[StoredMessage] = []
+    used = 0
+    for message in reversed(messages):
+        size = tokens.get(message.id) or message_tokens(message)
+        if used + size > room and size > excerpt and used + excerpt <= room:
+            message = _cut_to_tokens(message, excerpt if kept else room - used)
+            size = message_tokens(message)
+        if used + size > room:
+            break
+        kept.append(message)
+        used += size
     kept.reverse()
     return kept
 
