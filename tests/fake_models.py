@@ -55,8 +55,8 @@ class RecordingChatModel(BaseChatModel):
 
     def _stream(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any):
         # Word by word, so the Agent's event stream carries real token events.
-        for word in self._respond(messages).split(" "):
-            chunk = ChatGenerationChunk(message=AIMessageChunk(content=word + " "))
+        for index, word in enumerate(self._respond(messages).split(" ")):
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=word if index == 0 else " " + word))
             if run_manager:
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk

@@ -14,8 +14,8 @@ import json
 import re
 
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, SystemMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from lfx.custom.custom_component.component import Component
 from lfx.field_typing import LanguageModel
 from lfx.io import MessageTextInput, Output
@@ -58,7 +58,7 @@ class FileRecordingChatModel(BaseChatModel):
     def bind_tools(self, tools, **kwargs):
         return self
 
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+    def _respond(self, messages) -> str:
         fold = is_fold_prompt(messages)
         if self.record_path:
             record = {
@@ -67,8 +67,18 @@ class FileRecordingChatModel(BaseChatModel):
             }
             with open(self.record_path, "a", encoding="utf-8") as records:
                 records.write(json.dumps(record) + "\n")
-        text = fold_answer(str(messages[-1].content)) if fold else self.reply
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+        return fold_answer(str(messages[-1].content)) if fold else self.reply
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self._respond(messages)))])
+
+    def _stream(self, messages, stop=None, run_manager=None, **kwargs):
+        # Word by word like a real provider, so the Playground receives token events.
+        for index, word in enumerate(self._respond(messages).split(" ")):
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=word if index == 0 else " " + word))
+            if run_manager:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
 
 
 class FileRecordingModelComponent(Component):

@@ -51,6 +51,7 @@ class SessionCalls:
     agent_calls: list[list[dict[str, str]]] = field(default_factory=list)
     fold_calls: int = 0
     agent_logs: list[str] = field(default_factory=list)
+    streamed: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -81,8 +82,10 @@ def _say_through_run_api(client: Any, flow_id: str, session_id: str, text: str) 
     return body["outputs"][0]["outputs"][0]["results"]["message"]["text"]
 
 
-def _say_through_playground(client: Any, flow_id: str, agent_id: str, session_id: str, text: str) -> tuple[str, str]:
-    """One Playground turn; returns the reply and the agent's logs as the Playground receives them."""
+def _say_through_playground(
+    client: Any, flow_id: str, agent_id: str, session_id: str, text: str
+) -> tuple[str, str, list[str]]:
+    """One Playground turn; returns the reply, the agent's logs and the streamed tokens, as the Playground gets them."""
     response = client.post(
         f"/api/v1/build/{flow_id}/flow",
         params={"event_delivery": "direct"},
@@ -99,7 +102,8 @@ def _say_through_playground(client: Any, flow_id: str, agent_id: str, session_id
     ]
     reply = agent_end["data"]["outputs"]["response"]["message"]
     logs = "\n".join(str(entry["message"]) for entry in agent_end["data"]["logs"]["response"])
-    return reply, logs
+    tokens = [str(event["data"].get("chunk", "")) for event in events if event["event"] == "token"]
+    return reply, logs, tokens
 
 
 @pytest.fixture(scope="module")
@@ -124,9 +128,10 @@ def conversations(langflow_server: LangflowServer, tmp_path_factory: pytest.Temp
     with langflow_server.client(token=langflow_server.superuser_token) as client:
         for turn in range(PLAYGROUND_EXCHANGES):
             text = _opening(PLAYGROUND_FACTS) if turn == 0 else _follow_up(turn)
-            reply, logs = _say_through_playground(client, flow_id, agent_id, playground.session_id, text)
+            reply, logs, tokens = _say_through_playground(client, flow_id, agent_id, playground.session_id, text)
             assert reply == REPLY
             playground.agent_logs.append(logs)
+            playground.streamed.extend(tokens)
             seen = _take_new_records(record_path, seen, playground)
 
     return Conversations(flow_id=flow_id, run_api=run_api, playground=playground)
@@ -174,6 +179,14 @@ def test_playground_turns_carry_their_own_session_summary(conversations: Convers
     for value in RUN_API_FACTS.values():
         assert value not in summary
     assert "summary covers" in conversations.playground.agent_logs[-1]
+
+
+def test_summary_calls_never_reach_the_playground_stream(conversations: Conversations) -> None:
+    assert conversations.playground.fold_calls
+    assert conversations.playground.streamed
+    streamed = "".join(conversations.playground.streamed)
+    assert "pinned" not in streamed
+    assert "summary" not in streamed
 
 
 def test_run_api_session_never_sees_the_playground_session(conversations: Conversations) -> None:
