@@ -51,6 +51,11 @@ USER_SENDER = "User"
 
 ERROR_CATEGORY = "error"
 
+
+class UnsupportedDatabaseError(RuntimeError):
+    """Langflow runs on a database other than SQLite or PostgreSQL; the component falls back to last-N."""
+
+
 # Writes go through the Core table: ORM-enabled DML would add ORM bookkeeping to a single statement.
 _TABLE = SessionMemoryStateTable.metadata.tables[TABLE_NAME]
 _Scope = tuple[UUID, UUID]
@@ -394,7 +399,7 @@ def _insert_if_absent(dialect: str) -> Any:
     if dialect == "sqlite":
         return sqlite.insert(_TABLE)
     msg = f"Session memory supports SQLite and PostgreSQL databases, not {dialect!r}"
-    raise NotImplementedError(msg)
+    raise UnsupportedDatabaseError(msg)
 
 
 def _state_values(state: MemoryState, *, updated_at: datetime) -> dict[str, Any]:
