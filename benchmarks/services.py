@@ -34,7 +34,7 @@ async def langflow_services(backend: str) -> AsyncIterator[str]:
 
     config_dir = Path(tempfile.mkdtemp(prefix=f"summarizing-agent-benchmark-{backend}-"))
     try:
-        with _database(backend, config_dir) as url, _environment(url, config_dir):
+        with _database(backend, config_dir) as url, langflow_environment(url, config_dir):
             await initialize_services()
             try:
                 yield url
@@ -72,7 +72,8 @@ def _database(backend: str, config_dir: Path) -> Iterator[str]:
 
 
 @contextmanager
-def _environment(url: str, config_dir: Path) -> Iterator[None]:
+def langflow_environment(url: str, config_dir: Path) -> Iterator[None]:
+    """Points Langflow's settings at `url` and `config_dir`, restoring the environment afterwards."""
     values = {
         "LANGFLOW_DATABASE_URL": url,
         "LANGFLOW_CONFIG_DIR": str(config_dir),

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
+from benchmarks.services import langflow_environment
 from tests.postgres_database import fresh_postgres_database
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -73,7 +72,7 @@ async def langflow_db(
             url = stack.enter_context(fresh_postgres_database())
         else:
             url = f"sqlite:///{config_dir / 'langflow.db'}"
-        stack.enter_context(_langflow_environment(url, config_dir))
+        stack.enter_context(langflow_environment(url, config_dir))
         await restart_langflow_services()
         try:
             yield LangflowDatabase(backend=backend, url=url)
@@ -122,27 +121,6 @@ def insert_messages(langflow_db: LangflowDatabase) -> Callable[..., Awaitable[li
         return messages
 
     return insert
-
-
-@contextmanager
-def _langflow_environment(url: str, config_dir: Path) -> Iterator[None]:
-    """Points Langflow's settings at `url` and `config_dir`, restoring the environment afterwards."""
-    values = {
-        "LANGFLOW_DATABASE_URL": url,
-        "LANGFLOW_CONFIG_DIR": str(config_dir),
-        "LANGFLOW_SAVE_DB_IN_CONFIG_DIR": "true",
-        "LANGFLOW_AUTO_LOGIN": "true",
-    }
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 async def restart_langflow_services() -> None:
