@@ -51,7 +51,7 @@ FOLD_RETRY_BASE = timedelta(seconds=30)
 FOLD_RETRY_MAX = timedelta(hours=1)
 MIN_CUT_TOKENS = 100
 """A message cut to fewer tokens than this is not worth sending."""
-CUT_MARKER = "\n[... cut to fit the history budget; the whole message is in the summary]"
+CUT_MARKER = "\n[... cut to fit the history budget]"
 
 Summarizer = Callable[[list[BaseMessage]], Awaitable[str]]
 """Calls the summary model with the fold prompt and returns its text."""
