@@ -49,7 +49,8 @@ def _handle(value: dict[str, Any]) -> str:
     return json.dumps(value).replace('"', "œ")
 
 
-def _edge(source: dict[str, Any], output: str, target: dict[str, Any], field: str) -> dict[str, Any]:
+def canvas_edge(source: dict[str, Any], output: str, target: dict[str, Any], field: str) -> dict[str, Any]:
+    """The edge the canvas writes from `source`'s `output` to `target`'s `field`."""
     source_output = next(o for o in source["data"]["node"]["outputs"] if o["name"] == output)
     target_field = target["data"]["node"]["template"][field]
     source_handle = {
@@ -130,8 +131,8 @@ def build_flow(client: httpx.Client) -> dict[str, Any]:
     ]
     by_type = {node["data"]["type"]: node for node in nodes}
     edges = [
-        _edge(by_type["ChatInput"], "message", by_type[AGENT_TYPE], "input_value"),
-        _edge(by_type[AGENT_TYPE], "response", by_type["ChatOutput"], "input_value"),
+        canvas_edge(by_type["ChatInput"], "message", by_type[AGENT_TYPE], "input_value"),
+        canvas_edge(by_type[AGENT_TYPE], "response", by_type["ChatOutput"], "input_value"),
     ]
     return {
         "data": {"edges": edges, "nodes": nodes, "viewport": {"x": 80, "y": 40, "zoom": 0.8}},

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from scripts.export_support_flow import canvas_edge
 from tests.server_model_component import FileRecordingModelComponent
 
 FLOWS_DIR = Path(__file__).resolve().parent.parent / "flows"
@@ -42,37 +43,8 @@ def with_offline_model(flow: dict[str, Any], record_path: Path, **agent_values: 
     model.set(record_path=str(record_path))
     model_node = {**model.to_frontend_node(), "type": "genericNode", "position": {"x": 0, "y": 0}}
     variant["data"]["nodes"].append(model_node)
-    variant["data"]["edges"].append(_edge(model_node, "model_output", agent, "model"))
+    variant["data"]["edges"].append(canvas_edge(model_node, "model_output", agent, "model"))
     return variant
-
-
-def _handle(value: dict[str, Any]) -> str:
-    return json.dumps(value).replace('"', "œ")
-
-
-def _edge(source: dict[str, Any], output: str, target: dict[str, Any], field: str) -> dict[str, Any]:
-    source_output = next(o for o in source["data"]["node"]["outputs"] if o["name"] == output)
-    target_field = target["data"]["node"]["template"][field]
-    source_handle = {
-        "dataType": source["data"]["type"],
-        "id": source["id"],
-        "name": output,
-        "output_types": source_output["types"],
-    }
-    target_handle = {
-        "fieldName": field,
-        "id": target["id"],
-        "inputTypes": target_field["input_types"],
-        "type": target_field["type"],
-    }
-    return {
-        "data": {"sourceHandle": source_handle, "targetHandle": target_handle},
-        "id": f"xy-edge__{source['id']}{_handle(source_handle)}-{target['id']}{_handle(target_handle)}",
-        "source": source["id"],
-        "sourceHandle": _handle(source_handle),
-        "target": target["id"],
-        "targetHandle": _handle(target_handle),
-    }
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
