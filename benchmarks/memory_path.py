@@ -75,8 +75,8 @@ async def _measure_size(size: int, repeats: int) -> PathCost:
     input_row = await _store_session(scope, size)
     stock_ms: list[float] = []
     ours_ms: list[float] = []
-    stock_trips: list[_Counter] = []
-    ours_trips: list[_Counter] = []
+    stock_trips: list[RoundTrips] = []
+    ours_trips: list[RoundTrips] = []
     for repeat in range(WARMUP + repeats):
         runs = [("stock", stock_ms, stock_trips), ("summarizing", ours_ms, ours_trips)]
         # Alternate who goes first, so neither always meets a cold cache.
@@ -98,12 +98,12 @@ async def _measure_size(size: int, repeats: int) -> PathCost:
     )
 
 
-async def _time_memory_call(kind: str, scope: _Scope, input_row: Any) -> tuple[float, _Counter]:
+async def _time_memory_call(kind: str, scope: _Scope, input_row: Any) -> tuple[float, RoundTrips]:
     from langflow_summarizing_agent.agent_memory import last_turn
 
     agent = _agent(kind, scope, input_row)
     gc.collect()  # garbage of building the component is not the memory path's cost
-    with _flow_scope(scope), _statement_counter() as counter:
+    with _flow_scope(scope), statement_counter() as counter:
         start = time.perf_counter()
         history = await agent.get_memory_data()
         seconds = time.perf_counter() - start
@@ -225,19 +225,19 @@ async def measure_state_io(sessions: int, repeats: int) -> StateCost:
     )
 
 
-async def _median_call(call: Callable[[], Awaitable[Any]], scope: _Scope, repeats: int) -> tuple[float, _Counter]:
+async def _median_call(call: Callable[[], Awaitable[Any]], scope: _Scope, repeats: int) -> tuple[float, RoundTrips]:
     times: list[float] = []
-    trips: list[_Counter] = []
+    trips: list[RoundTrips] = []
     for repeat in range(WARMUP + repeats):
         gc.collect()
-        with _flow_scope(scope), _statement_counter() as counter:
+        with _flow_scope(scope), statement_counter() as counter:
             start = time.perf_counter()
             await call()
             seconds = time.perf_counter() - start
         if repeat >= WARMUP:
             times.append(seconds * 1000)
             trips.append(counter)
-    most = _Counter(max(c.statements for c in trips), max(c.commits for c in trips))
+    most = RoundTrips(max(c.statements for c in trips), max(c.commits for c in trips))
     return statistics.median(times), most
 
 
@@ -317,18 +317,18 @@ def _flow_scope(scope: _Scope) -> Iterator[None]:
 
 
 @dataclass
-class _Counter:
+class RoundTrips:
     statements: int = 0
     commits: int = 0
 
 
 @contextmanager
-def _statement_counter() -> Iterator[_Counter]:
+def statement_counter() -> Iterator[RoundTrips]:
     """Counts statements and commits sent to Langflow's database (a round trip each) while the block runs."""
     from langflow.services.deps import get_db_service
     from sqlalchemy import event
 
-    counter = _Counter()
+    counter = RoundTrips()
     engine = get_db_service().engine.sync_engine
 
     def statement(*_: Any) -> None:

@@ -545,6 +545,96 @@ async def test_store_treats_a_row_whose_messages_are_gone_as_stale(memory_scope:
     assert (await store.load_state()).summary == "fresh start"
 
 
+async def _turn_by_separate_reads(store: sm.LangflowSessionStore, limit: int) -> tuple[MemoryState, list[str]]:
+    state = await store.load_state()
+    return state, [m.id for m in await store.recent(limit, after=state.cursor)]
+
+
+async def _turn(store: sm.LangflowSessionStore, limit: int) -> tuple[MemoryState, list[str]]:
+    state, messages = await store.load_turn(limit)
+    return state, [m.id for m in messages]
+
+
+async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
+    memory_scope: MemoryScope, insert_messages
+) -> None:
+    """No row, a cursor (with a timestamp tie after it), no unfolded message, a row without a cursor, a stale row."""
+    from langflow.memory import adelete_messages
+
+    rows = await insert_messages(memory_scope, [(at(i), f"m{i}") for i in range(6)] + [(at(5), "tie")])
+    current_input = (await insert_messages(memory_scope, [(at(9), "the turn's input")]))[0]
+    store = sm.LangflowSessionStore(**memory_scope.kwargs(), exclude_ids=[str(current_input.id)])
+    ids = [str(r.id) for r in rows]
+    tie_order = sorted(ids[5:])  # equal timestamps are read in id order
+
+    state, read = await _turn(store, limit=4)
+    assert (state, read) == (MemoryState(), ids[3:5] + tie_order)
+    assert (state, read) == await _turn_by_separate_reads(store, 4)
+
+    folded = MemoryState(summary="s", pinned={"k": "v"}, cursor=Cursor(at(5), tie_order[0]), absorbed_count=6)
+    assert await store.save_state(folded, expected_version=0)
+    state, read = await _turn(store, limit=4)
+    assert (state.summary, state.pinned, state.cursor, state.version, read) == (
+        "s",
+        {"k": "v"},
+        folded.cursor,
+        1,
+        [tie_order[1]],
+    )
+    assert (state, read) == await _turn_by_separate_reads(store, 4)
+
+    folded.cursor = Cursor(at(5), tie_order[1])
+    assert await store.save_state(folded, expected_version=1)
+    assert await _turn(store, limit=4) == ((await store.load_state()), [])
+    assert (await store.load_state()).summary == "s"
+
+    failing = MemoryState(failed_folds=2, retry_after=at(60))
+    assert await store.save_state(failing, expected_version=2)
+    state, read = await _turn(store, limit=3)
+    assert (state.failed_folds, state.cursor, state.version, read) == (2, None, 3, ids[4:5] + tie_order)
+    assert (state, read) == await _turn_by_separate_reads(store, 3)
+
+    # The cursor's message is gone, the rest stays: a stale state, read from the start.
+    folded.cursor = Cursor(at(2), ids[2])
+    assert await store.save_state(folded, expected_version=3)
+    await delete_rows_behind_langflows_back([rows[2].id])
+    state, read = await _turn(store, limit=10)
+    assert (state.summary, state.cursor, state.version, read) == ("", None, 4, ids[:2] + ids[3:5] + tie_order)
+    assert (state, read) == await _turn_by_separate_reads(store, 10)
+
+    await adelete_messages(memory_scope.session_id, flow_id=memory_scope.flow_id, user_id=memory_scope.user_id)
+    state, read = await _turn(store, limit=10)
+    assert (state.summary, state.version, read) == ("", 4, [])
+
+
+async def delete_rows_behind_langflows_back(message_ids: list[uuid.UUID]) -> None:
+    """A delete on a plain connection, which no session listener sees (as raw SQL by an operator)."""
+    from langflow.services.database.models.message.model import MessageTable
+    from langflow.services.deps import get_db_service
+
+    table = MessageTable.__table__
+    async with get_db_service().engine.begin() as connection:
+        await connection.execute(sa.delete(table).where(table.c.id.in_(message_ids)))
+
+
+async def test_load_turn_is_one_statement_when_unfolded_messages_exist(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
+) -> None:
+    """The turn without a fold costs the database what the stock Agent's history read costs: one statement."""
+    from benchmarks.memory_path import statement_counter
+
+    rows = await insert_messages(memory_scope, [(at(i), f"m{i}") for i in range(30)])
+    store = sm.LangflowSessionStore(**memory_scope.kwargs(), exclude_ids=[str(rows[-1].id)])
+    await store.load_turn(5)  # the migration check of a first call is not part of a turn
+    for cursor in (None, Cursor(at(20), str(rows[20].id))):
+        if cursor is not None:
+            assert await store.save_state(MemoryState(summary="s", cursor=cursor), expected_version=0)
+        with statement_counter() as trips:
+            state, messages = await store.load_turn(5)
+        assert (state.cursor, [m.text for m in messages]) == (cursor, ["m24", "m25", "m26", "m27", "m28"])
+        assert (trips.statements, trips.commits) == (1, 1)
+
+
 async def test_store_without_a_row_loads_a_fresh_state(memory_scope: MemoryScope) -> None:
     assert await sm.LangflowSessionStore(**memory_scope.kwargs()).load_state() == MemoryState()
 

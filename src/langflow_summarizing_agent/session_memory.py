@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
 from lfx.utils.langflow_utils import has_langflow_db_backend
-from sqlalchemy import and_, delete, func, or_, update
+from sqlalchemy import Integer, and_, bindparam, delete, func, or_, true, tuple_, update
+from sqlalchemy import inspect as sa_inspect
+from sqlalchemy import select as sa_select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col, select
@@ -293,12 +295,33 @@ class LangflowSessionStore:
             return MemoryState(), []
         from langflow.services.deps import session_scope
 
-        # One session for both reads: a turn without a fold costs one connection checkout, like the stock Agent.
+        excluded = [uid for uid in map(_as_uuid, self.exclude_ids) if uid is not None]
+        params = {
+            "flow_id": scope[0],
+            "user_id": scope[1],
+            "session_id": self.session_id,
+            "state_context_id": self.context_id or NO_CONTEXT,
+            "limit": limit,
+            **{f"excluded_{index}": uid for index, uid in enumerate(excluded)},
+        }
+        if self.context_id:
+            params["context_id"] = self.context_id
+        # One statement on a turn without a fold, as the stock Agent's read: the unfolded messages, each with the
+        # state row beside it. Only a turn with no unfolded message needs a second statement for the state.
+        stmt = _turn_statement(with_context=bool(self.context_id), excluded=len(excluded))
         async with session_scope() as session:
-            state = await self._read_state(session, scope)
-            stmt = _recent_statement(scope, self.session_id, self.context_id, self.exclude_ids, limit, state.cursor)
-            rows = (await session.exec(stmt)).all()
-        return state, [_to_stored_message(row) for row in reversed(rows)]
+            found = (await session.exec(stmt, params=params)).all()
+            if not found:
+                return await self._read_state(session, scope), []
+        first = found[0]
+        if first.state_id is None:
+            state = MemoryState()
+        elif first.state_covered_until_message_id is not None and first.cursor_id is None:
+            # The cursor's message is gone: the state is stale, and the read above started at the session's start.
+            state = MemoryState(version=first.state_version)
+        else:
+            state = _to_memory_state(first, _STATE_PREFIX)
+        return state, [_to_stored_message(row[0]) for row in reversed(found)]
 
     async def _read_state(self, session: Any, scope: _Scope) -> MemoryState:
         from langflow.services.database.models.message.model import MessageTable
@@ -384,12 +407,97 @@ async def _resolved_scope(flow_id: Id | None, user_id: Id | None, session_id: st
     return resolved_flow, resolved_owner
 
 
-def _state_filters(scope: _Scope, session_id: str, context_id: str | None) -> list[ColumnElement[bool]]:
+_EARLIEST = datetime(1, 1, 1, tzinfo=timezone.utc)
+"""Lower keyset bound of a read without a cursor: before every stored message."""
+
+_STATE_PREFIX = "state_"
+_TURN_STATE_COLUMNS = tuple(
+    _TABLE.c[name].label(_STATE_PREFIX + name)
+    for name in (
+        "id",
+        "summary",
+        "pinned",
+        "covered_until_message_id",
+        "covered_until_timestamp",
+        "absorbed_count",
+        "summary_model",
+        "version",
+        "failed_folds",
+        "retry_after",
+        "updated_at",
+    )
+)
+
+
+@cache
+def _turn_statement(*, with_context: bool, excluded: int) -> Any:
+    """`load_turn`'s statement, built once per shape; the scope, input ids and limit are bound when it runs.
+
+    The newest `:limit` messages after the state's cursor (all when there is none), newest first. Each row
+    carries the state's columns (NULL without a state row) and the cursor's message id (NULL when the cursor's
+    message is gone). The cursor is read from its message row, so the keyset bound compares `message.timestamp`
+    with itself, and a plain range term lets the index stop at the cursor.
+
+    Built once because building it and computing its cache key cost more than running it.
+    """
+    from langflow.services.database.models.message.model import MessageTable
+
+    scope: tuple[Any, Any] = (bindparam("flow_id"), bindparam("user_id"))
+    session_id: Any = bindparam("session_id")
+    cursor_message = _cursor_message_alias()
+    state_here = _state_filters(scope, session_id, bindparam("state_context_id"))
+
+    # The cursor's message, looked up once and referenced by the bounds below.
+    cursor = (
+        select(col(cursor_message.timestamp).label("timestamp"), col(cursor_message.id).label("id"))
+        .select_from(_TABLE)
+        .join(
+            cursor_message,
+            and_(
+                col(cursor_message.id) == _TABLE.c.covered_until_message_id,
+                col(cursor_message.flow_id) == scope[0],
+                col(cursor_message.user_id) == scope[1],
+                col(cursor_message.session_id) == session_id,
+            ),
+        )
+        .where(*state_here)
+        .cte("turn_cursor")
+    )
+    cursor_timestamp = select(cursor.c.timestamp).scalar_subquery()
+    cursor_id = select(cursor.c.id).scalar_subquery()
+    lower = func.coalesce(cursor_timestamp, _EARLIEST)
+    context: Any = bindparam("context_id") if with_context else None
+    id_type = sa_inspect(MessageTable).columns["id"].type
+    input_ids = [bindparam(f"excluded_{i}", type_=id_type) for i in range(excluded)]
+    filters = _message_terms(scope, session_id, context, input_ids)
+    filters += [
+        col(MessageTable.timestamp) >= lower,
+        or_(col(MessageTable.timestamp) > lower, col(MessageTable.id) > cursor_id),
+    ]
+    return (
+        sa_select(MessageTable, *_TURN_STATE_COLUMNS, cursor_id.label("cursor_id"))
+        .outerjoin(_TABLE, and_(*state_here))
+        .where(*filters)
+        .order_by(*_message_order(ascending=False))
+        .limit(bindparam("limit", type_=Integer))
+    )
+
+
+@cache
+def _cursor_message_alias() -> Any:
+    from langflow.services.database.models.message.model import MessageTable
+    from sqlalchemy.orm import aliased
+
+    return aliased(MessageTable)
+
+
+def _state_filters(scope: tuple[Any, Any], session_id: Any, context_id: Any) -> list[ColumnElement[bool]]:
+    """The state row of a scope; values or bind parameters."""
     return [
         _TABLE.c.flow_id == scope[0],
         _TABLE.c.user_id == scope[1],
         _TABLE.c.session_id == session_id,
-        _TABLE.c.context_id == (context_id or NO_CONTEXT),
+        _TABLE.c.context_id == (NO_CONTEXT if context_id is None or context_id == "" else context_id),
     ]
 
 
@@ -417,26 +525,41 @@ def _state_values(state: MemoryState, *, updated_at: datetime) -> dict[str, Any]
     }
 
 
-def _to_memory_state(row: SessionMemoryStateTable) -> MemoryState:
+def _to_memory_state(row: Any, prefix: str = "") -> MemoryState:
+    """The state of a `SessionMemoryStateTable` row, or of a result row naming the state's columns `prefix` + name."""
+
+    def value(name: str) -> Any:
+        return getattr(row, prefix + name)
+
     cursor = None
-    if row.covered_until_message_id is not None and row.covered_until_timestamp is not None:
-        cursor = Cursor(_aware_utc(row.covered_until_timestamp), str(row.covered_until_message_id))
+    covered_id, covered_at = value("covered_until_message_id"), value("covered_until_timestamp")
+    if covered_id is not None and covered_at is not None:
+        cursor = Cursor(_aware_utc(covered_at), str(covered_id))
+    retry_after = value("retry_after")
     return MemoryState(
-        summary=row.summary,
-        pinned=dict(row.pinned or {}),
+        summary=value("summary"),
+        pinned=dict(value("pinned") or {}),
         cursor=cursor,
-        absorbed_count=row.absorbed_count,
-        summary_model=row.summary_model,
-        version=row.version,
-        failed_folds=row.failed_folds,
-        retry_after=None if row.retry_after is None else _aware_utc(row.retry_after),
-        updated_at=_aware_utc(row.updated_at),
+        absorbed_count=value("absorbed_count"),
+        summary_model=value("summary_model"),
+        version=value("version"),
+        failed_folds=value("failed_folds"),
+        retry_after=None if retry_after is None else _aware_utc(retry_after),
+        updated_at=_aware_utc(value("updated_at")),
     )
 
 
 def _message_filters(
     scope: _Scope, session_id: str, context_id: str | None, exclude_ids: Iterable[Id]
 ) -> list[ColumnElement[bool]]:
+    excluded = [uid for uid in map(_as_uuid, exclude_ids) if uid is not None]
+    return _message_terms(scope, session_id, context_id or None, excluded)
+
+
+def _message_terms(
+    scope: tuple[Any, Any], session_id: Any, context_id: Any, excluded: Sequence[Any]
+) -> list[ColumnElement[bool]]:
+    """The session's readable messages without `excluded` and what was stored after it; values or bind parameters."""
     from langflow.services.database.models.message.model import MessageTable
 
     filters = [
@@ -447,9 +570,8 @@ def _message_filters(
         # A NULL category is an ordinary message, not an error.
         func.coalesce(col(MessageTable.category), "") != ERROR_CATEGORY,
     ]
-    if context_id:
+    if context_id is not None:
         filters.append(col(MessageTable.context_id) == context_id)
-    excluded = [uid for uid in map(_as_uuid, exclude_ids) if uid is not None]
     if excluded:
         filters.append(col(MessageTable.id).not_in(excluded))
         # What a concurrent run stored after the current input is not read either: a fold that read it could move
@@ -467,17 +589,15 @@ def _current_input_alias() -> Any:
     return aliased(MessageTable)
 
 
-def _stored_before(message_id: UUID) -> ColumnElement[bool]:
+def _stored_before(message_id: Any) -> ColumnElement[bool]:
     """Rows before `message_id` in keyset order; every row when that message is not stored."""
     from langflow.services.database.models.message.model import MessageTable
 
     current = _current_input_alias()
     position = select(current.timestamp).where(col(current.id) == message_id).scalar_subquery()
-    return or_(
-        position.is_(None),
-        col(MessageTable.timestamp) < position,
-        and_(col(MessageTable.timestamp) == position, col(MessageTable.id) < message_id),
-    )
+    # NULL (the message is not stored) compares as unknown, which coalesces to every row.
+    before = tuple_(col(MessageTable.timestamp), col(MessageTable.id)) < tuple_(position, message_id)
+    return func.coalesce(before, true())
 
 
 def _message_order(*, ascending: bool) -> tuple[Any, Any]:
