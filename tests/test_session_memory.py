@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import subprocess
 import sys
@@ -615,6 +616,54 @@ async def delete_rows_behind_langflows_back(message_ids: list[uuid.UUID]) -> Non
     table = MessageTable.__table__
     async with get_db_service().engine.begin() as connection:
         await connection.execute(sa.delete(table).where(table.c.id.in_(message_ids)))
+
+
+async def test_load_turn_keeps_to_its_context_and_stops_at_the_turns_input(
+    memory_scope: MemoryScope, insert_messages
+) -> None:
+    """Other contexts, error rows and what was stored after the input (a timestamp tie goes by id) are not read."""
+    input_id = uuid.UUID("80000000-0000-4000-8000-000000000000")
+    ctx = {"context_id": "ctx"}
+    rows = await insert_messages(memory_scope, [(at(i), f"m{i}") for i in range(4)], **ctx)
+    await insert_messages(memory_scope, [(at(1.5), "other context")], context_id="other")
+    await insert_messages(memory_scope, [(at(2.5), "failed")], error=True, **ctx)
+    await insert_messages(memory_scope, [(at(2.6), "error category")], category="error", **ctx)
+    await insert_messages(memory_scope, [(at(5), "input")], id=input_id, **ctx)
+    await insert_messages(memory_scope, [(at(5), "tie before")], id=uuid.UUID(int=input_id.int - 1), **ctx)
+    await insert_messages(memory_scope, [(at(5), "tie after")], id=uuid.UUID(int=input_id.int + 1), **ctx)
+    await insert_messages(memory_scope, [(at(6), "a concurrent run's")], **ctx)
+    store = sm.LangflowSessionStore(**memory_scope.kwargs(**ctx), exclude_ids=[str(input_id)])
+
+    state, messages = await store.load_turn(10)
+    assert (state, [m.text for m in messages]) == (MemoryState(), ["m0", "m1", "m2", "m3", "tie before"])
+
+    # A state row of the session without a context is another scope; this context's row bounds the read.
+    assert await store.save_state(MemoryState(summary="ctx", cursor=Cursor(at(1), str(rows[1].id))), expected_version=0)
+    no_context = sm.LangflowSessionStore(**memory_scope.kwargs(), exclude_ids=[str(input_id)])
+    assert await no_context.save_state(MemoryState(summary="none"), expected_version=0)
+    state, messages = await store.load_turn(10)
+    assert (state.summary, [m.text for m in messages]) == ("ctx", ["m2", "m3", "tie before"])
+
+
+async def test_load_turn_bounds_the_read_by_the_cursor_message_itself(
+    memory_scope: MemoryScope, insert_messages
+) -> None:
+    """A cursor whose message is in another session is stale; a stored timestamp that differs from the message's
+    gives way to the message's, so the returned cursor is the one the read used."""
+    rows = await insert_messages(memory_scope, [(at(i), f"m{i}") for i in range(5)])
+    other_session = dataclasses.replace(memory_scope, session_id=f"{memory_scope.session_id}-other")
+    elsewhere = (await insert_messages(other_session, [(at(3), "elsewhere")]))[0]
+    store = sm.LangflowSessionStore(**memory_scope.kwargs())
+
+    assert await store.save_state(MemoryState(summary="s", cursor=Cursor(at(3), str(elsewhere.id))), expected_version=0)
+    state, read = await _turn(store, limit=10)
+    assert (state.summary, state.cursor, read) == ("", None, [str(r.id) for r in rows])
+
+    shifted = Cursor(at(3.5), str(rows[1].id))  # the message says at(1)
+    assert await store.save_state(MemoryState(summary="s", cursor=shifted), expected_version=1)
+    state, read = await _turn(store, limit=10)
+    assert (state.summary, state.cursor, read) == ("s", Cursor(at(1), str(rows[1].id)), [str(r.id) for r in rows[2:]])
+    assert read == [m.id for m in await store.recent(10, after=state.cursor)]
 
 
 async def test_load_turn_is_one_statement_when_unfolded_messages_exist(

@@ -36,8 +36,8 @@ class Base(SQLModel, registry=registry()):
 class SessionMemoryStateTable(Base, table=True):
     """Summary, pinned facts and fold cursor of one `(flow_id, user_id, session_id, context_id)` scope.
 
-    `covered_until_timestamp` has the type of `message.timestamp` (no time zone, UTC by Langflow's convention)
-    so the keyset comparison against messages compares like with like.
+    `covered_until_timestamp` is naive UTC. It is never compared with `message.timestamp` column to column (a
+    timestamptz on PostgreSQL): reads bind it as an aware value, or take the cursor message's own timestamp.
     """
 
     __tablename__ = TABLE_NAME

@@ -321,6 +321,9 @@ class LangflowSessionStore:
             state = MemoryState(version=first.state_version)
         else:
             state = _to_memory_state(first, _STATE_PREFIX)
+            if first.cursor_id is not None:
+                # The cursor as the read used it: its message's timestamp, so the fold's later reads agree.
+                state.cursor = Cursor(_aware_utc(first.cursor_timestamp), str(first.cursor_id))
         return state, [_to_stored_message(row[0]) for row in reversed(found)]
 
     async def _read_state(self, session: Any, scope: _Scope) -> MemoryState:
@@ -475,7 +478,12 @@ def _turn_statement(*, with_context: bool, excluded: int) -> Any:
         or_(col(MessageTable.timestamp) > lower, col(MessageTable.id) > cursor_id),
     ]
     return (
-        sa_select(MessageTable, *_TURN_STATE_COLUMNS, cursor_id.label("cursor_id"))
+        sa_select(
+            MessageTable,
+            *_TURN_STATE_COLUMNS,
+            cursor_timestamp.label("cursor_timestamp"),
+            cursor_id.label("cursor_id"),
+        )
         .outerjoin(_TABLE, and_(*state_here))
         .where(*filters)
         .order_by(*_message_order(ascending=False))
@@ -492,12 +500,14 @@ def _cursor_message_alias() -> Any:
 
 
 def _state_filters(scope: tuple[Any, Any], session_id: Any, context_id: Any) -> list[ColumnElement[bool]]:
-    """The state row of a scope; values or bind parameters."""
+    """The state row of a scope; values or bind parameters (a bind parameter is never tested for truth)."""
+    if context_id is None or isinstance(context_id, str):
+        context_id = context_id or NO_CONTEXT
     return [
         _TABLE.c.flow_id == scope[0],
         _TABLE.c.user_id == scope[1],
         _TABLE.c.session_id == session_id,
-        _TABLE.c.context_id == (NO_CONTEXT if context_id is None or context_id == "" else context_id),
+        _TABLE.c.context_id == context_id,
     ]
 
 
