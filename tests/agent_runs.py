@@ -14,6 +14,16 @@ from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent i
 from tests.fake_model_component import RecordingModelComponent
 from tests.fake_models import RECORDERS, RecordingChatModel
 
+PINNED_KEYS = ["project_id", "cluster"]
+FOLD_EACH_TURN = {
+    "summarize_older_messages": True,
+    "n_messages": 2,
+    "fold_batch": 2,
+    "history_token_budget": 0,
+    "pinned_keys": PINNED_KEYS,
+}
+"""A fold on every turn once two messages are older than the window; the pinned keys of the scripted facts."""
+
 QUIET_AGENT = {
     "add_current_date_tool": False,
     "add_calculator_tool": False,

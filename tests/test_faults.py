@@ -21,18 +21,11 @@ from langflow_summarizing_agent import session_memory as sm
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX
 from langflow_summarizing_agent.models import TABLE_NAME
 from langflow_summarizing_agent.state import MemoryState
-from tests.agent_runs import ChatSession
+from tests.agent_runs import FOLD_EACH_TURN, ChatSession
 from tests.conftest import LangflowDatabase
 from tests.scripted_model import scripted_session
 
 FIRST = "I'm working on project PRJ-123 on the EU cluster."
-FOLD_EACH_TURN = {
-    "summarize_older_messages": True,
-    "n_messages": 2,
-    "fold_batch": 2,
-    "history_token_budget": 0,
-    "pinned_keys": ["project_id", "cluster"],
-}
 
 
 async def state_of(chat: ChatSession) -> MemoryState:

@@ -18,19 +18,12 @@ from langflow_summarizing_agent.api import ROUTE_PREFIX
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX
 from langflow_summarizing_agent.models import SessionMemoryStateTable
 from langflow_summarizing_agent.state import MemoryState
-from tests.agent_runs import ChatSession
+from tests.agent_runs import FOLD_EACH_TURN, ChatSession
 from tests.conftest import LangflowDatabase, MemoryScope
 from tests.server_chat import ServerChat, state_rows
 from tests.server_fixtures import LangflowServer
 
 STATE = SessionMemoryStateTable.__table__
-FOLD_EACH_TURN = {
-    "summarize_older_messages": True,
-    "n_messages": 2,
-    "fold_batch": 2,
-    "history_token_budget": 0,
-    "pinned_keys": ["project_id", "cluster"],
-}
 VICTIM_TURNS = ["I'm on project PRJ-123 on the EU cluster.", "The deploy fails.", "Still failing.", "Any idea?"]
 INTRUDER_TURNS = ["I'm on project PRJ-999 on the US cluster.", "Show me what you know.", "Everything?", "Sure?"]
 

@@ -295,7 +295,7 @@ class LangflowSessionStore:
             return MemoryState(), []
         from langflow.services.deps import session_scope
 
-        excluded = [uid for uid in map(_as_uuid, self.exclude_ids) if uid is not None]
+        excluded = _stored_ids(self.exclude_ids)
         params = {
             "flow_id": scope[0],
             "user_id": scope[1],
@@ -447,7 +447,7 @@ def _turn_statement(*, with_context: bool, excluded: int) -> Any:
 
     scope: tuple[Any, Any] = (bindparam("flow_id"), bindparam("user_id"))
     session_id: Any = bindparam("session_id")
-    cursor_message = _cursor_message_alias()
+    cursor_message = _message_alias("cursor_message")
     state_here = _state_filters(scope, session_id, bindparam("state_context_id"))
 
     # The cursor's message, looked up once and referenced by the bounds below.
@@ -489,14 +489,6 @@ def _turn_statement(*, with_context: bool, excluded: int) -> Any:
         .order_by(*_message_order(ascending=False))
         .limit(bindparam("limit", type_=Integer))
     )
-
-
-@cache
-def _cursor_message_alias() -> Any:
-    from langflow.services.database.models.message.model import MessageTable
-    from sqlalchemy.orm import aliased
-
-    return aliased(MessageTable)
 
 
 def _state_filters(scope: tuple[Any, Any], session_id: Any, context_id: Any) -> list[ColumnElement[bool]]:
@@ -562,8 +554,7 @@ def _to_memory_state(row: Any, prefix: str = "") -> MemoryState:
 def _message_filters(
     scope: _Scope, session_id: str, context_id: str | None, exclude_ids: Iterable[Id]
 ) -> list[ColumnElement[bool]]:
-    excluded = [uid for uid in map(_as_uuid, exclude_ids) if uid is not None]
-    return _message_terms(scope, session_id, context_id or None, excluded)
+    return _message_terms(scope, session_id, context_id or None, _stored_ids(exclude_ids))
 
 
 def _message_terms(
@@ -591,19 +582,20 @@ def _message_terms(
 
 
 @cache
-def _current_input_alias() -> Any:
-    # Built once: aliasing the mapped class costs more than the rest of a turn's statement building.
+def _message_alias(name: str) -> Any:
+    """A named alias of `message`, built once: aliasing the mapped class costs more than the rest of a turn's
+    statement building."""
     from langflow.services.database.models.message.model import MessageTable
     from sqlalchemy.orm import aliased
 
-    return aliased(MessageTable)
+    return aliased(MessageTable, name=name)
 
 
 def _stored_before(message_id: Any) -> ColumnElement[bool]:
     """Rows before `message_id` in keyset order; every row when that message is not stored."""
     from langflow.services.database.models.message.model import MessageTable
 
-    current = _current_input_alias()
+    current = _message_alias("turn_input")
     position = select(current.timestamp).where(col(current.id) == message_id).scalar_subquery()
     # NULL (the message is not stored) compares as unknown, which coalesces to every row.
     before = tuple_(col(MessageTable.timestamp), col(MessageTable.id)) < tuple_(position, message_id)
@@ -670,6 +662,11 @@ async def as_chat_message(message: StoredMessage) -> Message:
     from langflow.schema.message import Message
 
     return await Message.create(**message.payload.model_dump())
+
+
+def _stored_ids(ids: Iterable[Id]) -> list[UUID]:
+    """The ids that can name a stored message; anything else names nothing to exclude."""
+    return [uid for uid in map(_as_uuid, ids) if uid is not None]
 
 
 def _as_uuid(value: Id) -> UUID | None:
