@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -21,13 +22,14 @@ from langflow_summarizing_agent.fold import (
     message_tokens,
     parse_fold_output,
 )
+from langflow_summarizing_agent.state import MemoryState
 from tests.fakes import InMemoryStore, RecordingSummarizer, make_messages
 
 PINNED = ("project_id", "cluster")
 
 
 def settings(**overrides) -> FoldSettings:
-    values = {"n_messages": 10, "pinned_keys": PINNED, "history_token_budget": 0}
+    values = {"n_messages": 10, "fold_batch": 20, "pinned_keys": PINNED, "history_token_budget": 0}
     values.update(overrides)
     return FoldSettings(**values)
 
@@ -61,7 +63,7 @@ async def test_short_session_sends_everything_verbatim_without_a_fold():
 
 
 async def test_older_messages_below_the_batch_stay_verbatim_so_none_is_invisible():
-    store = session(10 + 19)
+    store = session(9 + 19)
     summarizer = RecordingSummarizer()
 
     turn = await Folder(store, summarizer, settings()).prepare_history()
@@ -71,14 +73,15 @@ async def test_older_messages_below_the_batch_stay_verbatim_so_none_is_invisible
 
 
 async def test_a_full_batch_of_older_messages_folds_once_and_leaves_the_window_verbatim():
-    store = session(10 + 20)
+    store = session(9 + 20)
     summarizer = RecordingSummarizer()
 
     turn = await Folder(store, summarizer, settings()).prepare_history()
 
     assert summarizer.calls == 1
     assert turn.folded == 20
-    assert ids(turn.verbatim) == ids(store.messages[-10:])
+    # The stock Agent's window at n_messages=10: the newest 9 messages before the current input.
+    assert ids(turn.verbatim) == ids(store.messages[-9:])
     assert store.state.cursor == store.messages[19].cursor
     assert store.state.absorbed_count == 20
     assert store.state.pinned == {"project_id": "PRJ-123", "cluster": "EU cluster"}
@@ -175,7 +178,7 @@ def test_summary_is_clipped_to_the_word_budget():
     [RuntimeError("provider down"), asyncio.TimeoutError(), "", "{oops", '{"pinned": "x", "summary": "s"}'],
 )
 async def test_a_failed_fold_keeps_the_previous_state_and_still_returns_history(answer):
-    store = session(10 + 20)
+    store = session(9 + 20)
     await Folder(store, RecordingSummarizer(), settings()).prepare_history()
     before = store.state
     store.add(*[f"later {i}" for i in range(20)])
@@ -218,17 +221,18 @@ async def test_verbatim_part_stays_bounded_while_folds_keep_failing():
     failing = RecordingSummarizer([RuntimeError("down")] * 1_000)
     fold_settings = settings()
 
-    for _ in range(80):
+    for _ in range(130):
         clock[0] += timedelta(hours=2)
         turn = await run_turns(store, failing, fold_settings, 1, now=lambda: clock[0])
-        assert len(turn.verbatim) <= fold_settings.verbatim_bound
+        assert ids(turn.verbatim)[-9:] == ids(store.messages[-9:])
+        assert len(turn.verbatim) <= fold_settings.read_limit + fold_settings.catch_up_bound
 
-    assert turn.not_summarized == len(store.messages) - fold_settings.verbatim_bound
+    assert turn.not_summarized == len(store.messages) - len(turn.verbatim)
     assert f"{turn.not_summarized} earlier messages are not summarized yet" in turn.summary_text
 
 
 async def test_losing_the_save_race_uses_the_winner_without_a_second_model_call():
-    store = session(10 + 20)
+    store = session(9 + 20)
     winner_summary = "- the winner's summary"
 
     class RacingSummarizer(RecordingSummarizer):
@@ -262,7 +266,8 @@ async def test_catch_up_on_a_long_session_makes_a_bounded_number_of_calls_per_tu
     turn = await Folder(store, summarizer, fold_settings).prepare_history()
     assert summarizer.calls == 3
     assert turn.folded == 180
-    assert len(turn.verbatim) <= fold_settings.verbatim_bound
+    assert ids(turn.verbatim)[-9:] == ids(store.messages[-9:])
+    assert len(turn.verbatim) <= fold_settings.read_limit
     assert turn.not_summarized == 3_000 - 180 - len(turn.verbatim)
     assert "PRJ-123" in turn.summary_text
 
@@ -291,37 +296,43 @@ async def test_token_budget_folds_early_and_bounds_the_history_part():
     assert "PRJ-123" in turn.summary_text
 
 
-async def test_a_message_larger_than_the_budget_is_sent_cut_once_and_folded_in_full():
+async def test_a_message_larger_than_the_budget_is_sent_cut_while_in_the_window_and_folded_after():
     store = session(4)
     store.add("here is the log:\n" + " ".join(f"line{i}" for i in range(5_000)), "thanks, looking")
     summarizer = RecordingSummarizer()
-    fold_settings = settings(history_token_budget=1_000)
+    fold_settings = settings(history_token_budget=1_500)
 
     turn = await Folder(store, summarizer, fold_settings).prepare_history()
 
-    assert turn.history_tokens <= 1_000
-    assert summarizer.calls == 1
-    folded_texts = str(summarizer.prompts[0][1].content)
-    assert "here is the log" in folded_texts
+    assert turn.history_tokens <= 1_500
     log_id = store.messages[4].id
-    assert turn.state.covers(store.messages[4])
     cut = [m for m in turn.verbatim if m.id == log_id]
-    assert cut and cut[0].text.endswith(CUT_MARKER)
+    assert cut and cut[0].text.startswith("here is the log:") and cut[0].text.endswith(CUT_MARKER)
+    # The newest exchange is whole; what the log crowds out is folded, never the log while it is shown.
+    assert ids(turn.verbatim)[-1] == store.messages[5].id
+    assert not turn.state.covers(store.messages[4])
+    assert turn.state.covers(store.messages[3])
+    assert turn.not_summarized == 0
 
-    store.add("next question", "next answer")
-    later = await Folder(store, summarizer, fold_settings).prepare_history()
+    for _ in range(5):
+        store.add("next question", "next answer")
+        later = await Folder(store, summarizer, fold_settings).prepare_history()
+        assert later.history_tokens <= 1_500
     assert log_id not in ids(later.verbatim)
+    assert later.state.covers(store.messages[4])
+    assert any("here is the log" in str(prompt[1].content) for prompt in summarizer.prompts)
 
 
 async def test_compact_folds_everything_older_than_the_window_regardless_of_threshold():
     store = session(14)
     summarizer = RecordingSummarizer()
 
-    turn = await Folder(store, summarizer, settings()).prepare_history(compact=True)
+    turn = await Folder(store, summarizer, settings(history_token_budget=7_000)).prepare_history(compact=True)
 
     assert summarizer.calls == 1
-    assert turn.folded == 4
-    assert ids(turn.verbatim) == ids(store.messages[4:])
+    assert turn.folded == 5
+    # The whole window stays: /compact folds only what is older than it.
+    assert ids(turn.verbatim) == ids(store.messages[5:])
 
 
 async def test_compact_exchanges_are_never_sent_or_folded():
@@ -345,8 +356,8 @@ async def test_messages_with_equal_timestamps_fold_in_id_order_without_loss():
 
     turn = await Folder(store, summarizer, settings()).prepare_history()
 
-    assert turn.state.cursor.message_id == store.messages[29].id
-    assert ids(turn.verbatim) == ids(store.messages[30:])
+    assert turn.state.cursor.message_id == store.messages[30].id
+    assert ids(turn.verbatim) == ids(store.messages[31:])
 
 
 def test_settings_refuse_values_that_make_no_sense_with_a_message_that_says_what_to_change():
@@ -363,7 +374,7 @@ def test_token_counting_uses_langchains_counter():
     assert message_tokens(short) < 10 < 1_000 < message_tokens(long)
 
 
-async def test_while_folds_fail_history_stays_under_the_fold_trigger():
+async def test_while_folds_fail_history_stays_within_the_budget_and_keeps_the_window():
     store = session(2)
     clock = [datetime(2026, 1, 1, tzinfo=timezone.utc)]
     failing = RecordingSummarizer([RuntimeError("down")] * 1_000)
@@ -373,21 +384,82 @@ async def test_while_folds_fail_history_stays_under_the_fold_trigger():
     for _ in range(30):
         store.add(text, text)
         turn = await Folder(store, failing, fold_settings, now=lambda: clock[0]).prepare_history()
+        assert turn.history_tokens <= 2_000
+        assert ids(turn.verbatim)[-9:] == ids(store.messages[-9:])
 
     assert turn.problems
-    assert turn.history_tokens <= 0.8 * 2_000
+    assert turn.not_summarized == len(store.messages) - len(turn.verbatim)
 
 
-async def test_a_large_unfolded_message_goes_as_an_excerpt_and_does_not_hide_older_ones():
-    store = session(6)
-    store.add("here is the log:\n" + " ".join(f"line{i}" for i in range(5_000)), "thanks, looking")
-    store.add("short question", "short answer")
-    clock = [datetime(2026, 1, 1, tzinfo=timezone.utc)]
-    failing = RecordingSummarizer([RuntimeError("down")] * 10)
+async def test_the_window_is_sent_whole_after_every_budget_fold():
+    store = session(2)
+    summarizer = RecordingSummarizer()
+    fold_settings = settings(fold_batch=8, history_token_budget=3_000)
+    text = " ".join(["troubleshooting"] * 60)
 
-    turn = await Folder(store, failing, settings(history_token_budget=2_000), now=lambda: clock[0]).prepare_history()
+    for _ in range(30):
+        store.add(text, text)
+        turn = await Folder(store, summarizer, fold_settings).prepare_history()
+        assert ids(turn.verbatim)[-9:] == ids(store.messages[-9:])
+        assert turn.history_tokens <= 3_000
+    assert summarizer.calls >= 2
 
-    assert turn.history_tokens <= 2_000
-    assert ids(turn.verbatim) == ids(store.messages)
-    log = turn.verbatim[6]
-    assert log.text.startswith("here is the log:") and log.text.endswith(CUT_MARKER)
+
+async def test_turning_the_switch_on_mid_session_keeps_the_window_and_folds_only_what_is_older():
+    store = session(90)
+    summarizer = RecordingSummarizer()
+
+    turn = await Folder(store, summarizer, settings(fold_batch=8, history_token_budget=7_000)).prepare_history()
+
+    assert ids(turn.verbatim) == ids(store.messages[-9:])
+    assert turn.folded == 81
+    assert summarizer.calls == 2
+    assert turn.not_summarized == 0
+    assert "PRJ-123" in turn.summary_text
+
+
+async def test_after_a_reset_the_catch_up_stops_at_the_window():
+    store = session(60)
+    summarizer = RecordingSummarizer()
+    fold_settings = settings(fold_batch=8, history_token_budget=7_000)
+    await Folder(store, summarizer, fold_settings).prepare_history()
+    store.state = None
+    store.add("a question after the reset", "its answer")
+
+    turn = await Folder(store, summarizer, fold_settings).prepare_history()
+
+    assert ids(turn.verbatim) == ids(store.messages[-9:])
+    assert turn.state.cursor == store.messages[-10].cursor
+    assert turn.not_summarized == 0
+
+
+async def test_the_window_goes_whole_even_where_an_earlier_fold_took_part_of_it():
+    store = session(30)
+    summarizer = RecordingSummarizer()
+    # A state left by an earlier version that folded into the window: everything but the last 3 messages.
+    store.state = replace(MemoryState(summary="- earlier", cursor=store.messages[26].cursor, absorbed_count=27))
+
+    turn = await Folder(store, summarizer, settings()).prepare_history()
+
+    assert summarizer.calls == 0
+    assert ids(turn.verbatim) == ids(store.messages[-9:])
+    assert turn.not_summarized == 0
+
+
+async def test_files_attached_to_a_message_are_named_in_the_fold_prompt():
+    store = session(9 + 20)
+    store.messages[3] = replace(store.messages[3], text="", files=("rollout.log", "screenshot.png"))
+    summarizer = RecordingSummarizer()
+
+    await Folder(store, summarizer, settings()).prepare_history()
+
+    data = str(summarizer.prompts[0][1].content)
+    quoted = json.loads(data.split("<conversation>\n", 1)[1].split("\n</conversation>")[0])
+    assert quoted[3] == {"role": "assistant", "text": "", "files": ["rollout.log", "screenshot.png"]}
+    assert "files" not in quoted[2]
+
+
+def test_a_budget_too_small_for_the_summary_and_the_newest_exchange_is_refused_with_what_to_change():
+    with pytest.raises(ValueError, match=r"Raise History Token Budget to at least \d+, or lower Summary Word Budget"):
+        FoldSettings(history_token_budget=800, summary_words=300, pinned_keys=PINNED)
+    FoldSettings(history_token_budget=800, summary_words=100, pinned_keys=PINNED)

@@ -32,25 +32,31 @@ SUMMARY_PREFIX = "Here is a summary of the conversation to date:"
 COMPACT_COMMAND = "/compact"
 COMPACT_REPLY_PREFIX = "Compacted the conversation:"
 
-DEFAULT_FOLD_BATCH = 20
-"""Older unfolded messages that trigger a fold (the spec's batch)."""
+DEFAULT_FOLD_BATCH = 8
+"""Unfolded messages older than the window that trigger a fold. At 8, a chat folds once every 4 exchanges, and the
+messages waiting for that fold (0 to 6, sent word for word) add about 3 messages per call on average."""
 MAX_FOLD_MESSAGES = 60
 """Messages sent to the summarizer in one call."""
 MAX_MESSAGE_CHARS = 4_000
 """Each message is cut to this many characters in a fold."""
 DEFAULT_SUMMARY_WORDS = 300
-DEFAULT_HISTORY_TOKEN_BUDGET = 5_000
-"""Tokens of history (summary message included) per model call; 0 turns the budget off."""
+DEFAULT_HISTORY_TOKEN_BUDGET = 7_000
+"""Tokens of history (summary message included) per model call; 0 turns the budget off. Sized for the ready flow:
+the summary (~450 tokens at 300 words) + a window of 9 messages + the 6 messages waiting for a fold, at ~300 tokens
+each, stay under the fold trigger (80%), so the window never shrinks and folds run by batch, not by budget."""
 DEFAULT_BUDGET_TRIGGER_SHARE = 0.8
-"""Share of the budget that, once passed, folds early (LibreChat's compaction threshold)."""
-KEEP_SHARE_AFTER_FOLD = 0.25
-"""After a fold the newest messages kept verbatim fit in this share of the budget, so the next fold is turns away."""
+"""Share of the budget that, once passed by the summary and the unfolded history, folds early (LibreChat's
+compaction threshold)."""
 DEFAULT_MAX_FOLDS_PER_TURN = 3
 """Catch-up bound: summarizer calls one turn may make."""
 FOLD_RETRY_BASE = timedelta(seconds=30)
 FOLD_RETRY_MAX = timedelta(hours=1)
 MIN_CUT_TOKENS = 100
-"""A message cut to fewer tokens than this is not worth sending."""
+"""A message cut to fewer tokens than this is not worth sending, except as part of the newest exchange."""
+SUMMARY_TOKENS_PER_WORD = 2
+"""Tokens reserved per word of the Summary Word Budget when checking that the budget can hold a summary."""
+PINNED_VALUE_CHARS = 500
+"""Longest pinned value kept."""
 CUT_MARKER = "\n[... cut to fit the history budget]"
 
 Summarizer = Callable[[list[BaseMessage]], Awaitable[str]]
@@ -90,13 +96,45 @@ class FoldSettings:
             problems.append("The budget trigger share must be above 0 and at most 1.")
         if self.max_folds_per_turn < 1:
             problems.append("Max Folds per Turn must be at least 1.")
+        if not problems and 0 < self.history_token_budget < self.summary_reserve + self.newest_exchange_tokens:
+            needed = self.summary_reserve + self.newest_exchange_tokens
+            problems.append(
+                f"History Token Budget ({self.history_token_budget} tokens) cannot hold the summary message "
+                f"(up to ~{self.summary_reserve} tokens for a Summary Word Budget of {self.summary_words} words and "
+                f"{len(self.pinned_keys)} pinned values) and the newest exchange. Raise History Token Budget to at "
+                f"least {needed}, or lower Summary Word Budget or the number of Pinned Keys."
+            )
         if problems:
             raise ValueError(" ".join(problems))
 
     @property
-    def verbatim_bound(self) -> int:
-        """Most messages ever sent verbatim: the window plus up to two batches not folded yet."""
+    def window(self) -> int:
+        """Messages the stock Agent at the same `n_messages` sends: its read includes the current input."""
+        return self.n_messages - 1
+
+    @property
+    def read_limit(self) -> int:
+        """Messages one turn reads: the window, up to two batches waiting for a fold, and one more to see past."""
         return self.n_messages + 2 * self.fold_batch
+
+    @property
+    def catch_up_bound(self) -> int:
+        """Most messages one turn folds."""
+        return self.max_folds_per_turn * self.max_fold_messages
+
+    @property
+    def summary_reserve(self) -> int:
+        """Most tokens the summary message takes: the summary at its word budget and every pinned value at its
+        longest."""
+        pinned = sum(text_tokens(f"- {key}: {'x' * PINNED_VALUE_CHARS}") for key in self.pinned_keys)
+        note = "(999 earlier messages are not summarized yet and not shown.)"
+        headers = text_tokens(f"{SUMMARY_PREFIX}\n\nPinned facts:\n\nSummary:\n{note}")
+        return headers + pinned + SUMMARY_TOKENS_PER_WORD * self.summary_words
+
+    @property
+    def newest_exchange_tokens(self) -> int:
+        """Room the newest exchange always keeps in the budget: two messages, cut if they must be."""
+        return 2 * MIN_CUT_TOKENS if self.window else 0
 
 
 @dataclass
@@ -171,7 +209,7 @@ def build_fold_prompt(state: MemoryState, batch: Sequence[StoredMessage], settin
     """The summarizer's input: rules as the system message, data as one human message."""
     keys = ", ".join(settings.pinned_keys) if settings.pinned_keys else "(none)"
     system = FOLD_SYSTEM_PROMPT.format(pinned_keys=keys, summary_words=settings.summary_words)
-    quoted = [{"role": m.role, "text": _cut(m.text, settings.max_message_chars)} for m in batch]
+    quoted = [_quoted_message(m, settings.max_message_chars) for m in batch]
     conversation = _quote(json.dumps(quoted, ensure_ascii=False, indent=0))
     data = (
         f"Previous pinned facts (JSON):\n{_quote(json.dumps(state.pinned, ensure_ascii=False))}\n\n"
@@ -179,6 +217,14 @@ def build_fold_prompt(state: MemoryState, batch: Sequence[StoredMessage], settin
         f"New messages:\n<conversation>\n{conversation}\n</conversation>"
     )
     return [SystemMessage(content=system), HumanMessage(content=data)]
+
+
+def _quoted_message(message: StoredMessage, max_chars: int) -> dict[str, Any]:
+    """A message as the summarizer sees it; attached files by name, so a message of files alone still says so."""
+    quoted: dict[str, Any] = {"role": message.role, "text": _cut(message.text, max_chars)}
+    if message.files:
+        quoted["files"] = list(message.files)
+    return quoted
 
 
 def _quote(text: str) -> str:
@@ -227,7 +273,7 @@ def merge_pinned(previous: dict[str, str], proposed: dict[str, Any], pinned_keys
         elif isinstance(value, (str, int, float)):
             text = str(value).strip()
             if text:
-                merged[key] = text[:500]
+                merged[key] = text[:PINNED_VALUE_CHARS]
         else:
             logger.info("Ignoring pinned value of type %s for key %r", type(value).__name__, key)
     return merged
@@ -268,17 +314,171 @@ def backoff_delay(failed_folds: int) -> timedelta:
     return min(FOLD_RETRY_BASE * 2**doublings, FOLD_RETRY_MAX)
 
 
-@dataclass
-class _Plan:
-    to_fold: list[StoredMessage]
-    backlog_beyond_read: bool
-    reason: str | None
-    oversize: StoredMessage | None
+@dataclass(frozen=True)
+class Plan:
+    """What one turn folds and what it sends, decided by `plan_turn()` from the state and the messages read."""
+
+    fold: tuple[StoredMessage, ...]
+    """Messages to fold now, oldest first, from the cursor forwards; empty when no fold is due."""
+    send: tuple[StoredMessage, ...]
+    """Messages sent word for word, oldest first; a message cut to fit the budget ends with `CUT_MARKER`."""
+    summary_text: str | None
+    not_summarized: int
+    """Messages older than what is sent that the summary does not cover yet (folds failing or waiting)."""
+    history_tokens: int
+    reason: str | None = None
+    """Why a fold is due: "fold batch", "history token budget" or "/compact"."""
     postponed: bool = False
+    """A fold is due but waits for the back-off of earlier failures."""
+
+
+def plan_turn(
+    state: MemoryState,
+    messages: Sequence[StoredMessage],
+    settings: FoldSettings,
+    *,
+    older: Sequence[StoredMessage] = (),
+    unread: int = 0,
+    compact: bool = False,
+    now: datetime,
+) -> Plan:
+    """The verbatim policy: one pure decision of what to fold and what to send, used by every path.
+
+    `messages` are the newest stored messages before the current input, ascending, folded or not. When they do not
+    reach back to the state's cursor, `older` holds the unfolded messages read from the cursor forwards and
+    `unread` counts the unfolded messages between `older` and `messages`, which were not read.
+
+    1. The window is what the stock Agent at the same `n_messages` sends: the newest `n_messages - 1` messages,
+       `/compact` exchanges left out. It goes word for word, unless it does not fit the History Token Budget after
+       the summary message: then the newest messages that fit go. The newest exchange always goes; a message that
+       does not fit is cut to what is left, with a marker, only when it is part of the newest exchange or is alone
+       larger than the budget.
+    2. Unfolded messages older than the window go word for word too while the whole window and they fit: a message
+       leaves the model's view only by being folded, or, while folds fail or wait, counted as not summarized yet.
+    3. A fold takes only unfolded messages older than the oldest message of the window that is sent, from the
+       cursor forwards, at most `catch_up_bound` of them. It is due when those older than the window reach Fold
+       Batch, when the summary and the unfolded history pass `budget_trigger_share` of the budget, or on `/compact`.
+    """
+    visible = [m for m in _merged(older, messages) if not is_compaction_exchange(m)]
+    window = visible[-settings.window :] if settings.window else []
+    window_ids = {m.id for m in window}
+    unfolded = [m for m in visible if not state.covers(m)]
+    tokens = {m.id: message_tokens(m) for m in visible}
+
+    budget = settings.history_token_budget
+    summary_cap = budget - settings.newest_exchange_tokens if budget > 0 else None
+    # The note's count can only shrink once the sent messages are chosen, so this bounds the final summary message.
+    largest_summary = _summary_message(state, settings, len(unfolded) + unread, summary_cap)
+    room = budget - text_tokens(largest_summary or "") if budget > 0 else None
+
+    sent = _fit_window(window, tokens, room)
+    if len(sent) == len(window) and all(m is w for m, w in zip(sent, reversed(window), strict=False)):
+        # The whole window fits: unfolded older messages follow while they fit, newest first and without a gap.
+        readable = {m.id for m in messages} if unread else None
+        backlog = [m for m in unfolded if m.id not in window_ids and (readable is None or m.id in readable)]
+        sent += _newest_that_fit(backlog, tokens, None if room is None else room - _size(sent))
+    sent.reverse()
+    sent_ids = {m.id for m in sent}
+
+    summary_text = _summary_message(
+        state, settings, unread + sum(1 for m in unfolded if m.id not in sent_ids), summary_cap
+    )
+    not_summarized = unread + sum(1 for m in unfolded if m.id not in sent_ids)
+    history_tokens = _size(sent) + (text_tokens(summary_text) if summary_text else 0)
+
+    window_start = next((m.cursor for m in sent if m.id in window_ids), None)
+    foldable = [m for m in unfolded if window_start is None or m.cursor < window_start]
+    if unread:
+        # Folds run from the cursor forwards without a gap: only what was read from the cursor can go now.
+        from_cursor = {m.id for m in older}
+        foldable = [m for m in foldable if m.id in from_cursor]
+    foldable = foldable[: settings.catch_up_bound]
+
+    reason = None
+    if foldable:
+        older_than_window = sum(1 for m in unfolded if m.id not in window_ids) + unread
+        bare_summary = text_tokens(render_summary_message(state, settings.pinned_keys, 0) or "")
+        unfolded_tokens = bare_summary + sum(tokens[m.id] for m in unfolded)
+        if compact:
+            reason = "/compact"
+        elif budget > 0 and unfolded_tokens > settings.budget_trigger_share * budget:
+            reason = "history token budget"
+        elif older_than_window >= settings.fold_batch:
+            reason = "fold batch"
+    postponed = bool(reason) and not compact and state.retry_after is not None and now < state.retry_after
+    return Plan(
+        fold=tuple(foldable) if reason and not postponed else (),
+        send=tuple(sent),
+        summary_text=summary_text,
+        not_summarized=not_summarized,
+        history_tokens=history_tokens,
+        reason=reason,
+        postponed=postponed,
+    )
+
+
+def _merged(older: Sequence[StoredMessage], messages: Sequence[StoredMessage]) -> list[StoredMessage]:
+    if not older:
+        return list(messages)
+    by_id = {m.id: m for m in (*older, *messages)}
+    return sorted(by_id.values(), key=lambda m: m.cursor)
+
+
+def _summary_message(state: MemoryState, settings: FoldSettings, not_summarized: int, cap: int | None) -> str | None:
+    """The summary message, cut with a marker if it would leave no room for the newest exchange."""
+    text = render_summary_message(state, settings.pinned_keys, not_summarized)
+    if text is None or cap is None or text_tokens(text) <= cap:
+        return text
+    return _cut_text_to_tokens(text, cap)
+
+
+def _fit_window(window: Sequence[StoredMessage], tokens: dict[str, int], room: int | None) -> list[StoredMessage]:
+    """The window's messages that go, newest first: all that fit, the newest exchange always (cut if it must be)."""
+    if room is None:
+        return list(reversed(window))
+    newest_exchange = window[-2:]
+    sent: list[StoredMessage] = []
+    used = 0
+    for message in reversed(window):
+        size = tokens[message.id]
+        if used + size <= room:
+            sent.append(message)
+            used += size
+            continue
+        left = room - used
+        if message is newest_exchange[-1] and len(newest_exchange) == 2:
+            # Leave room for the user message of the newest exchange, which comes next.
+            left -= min(tokens[newest_exchange[0].id], MIN_CUT_TOKENS)
+        if message in newest_exchange or (size > room and left >= MIN_CUT_TOKENS):
+            cut = _cut_to_tokens(message, left)
+            sent.append(cut)
+            used += message_tokens(cut)
+            if message is newest_exchange[-1] and len(newest_exchange) == 2:
+                continue
+        break
+    return sent
+
+
+def _newest_that_fit(
+    messages: Sequence[StoredMessage], tokens: dict[str, int], room: int | None
+) -> list[StoredMessage]:
+    """The longest run of newest `messages` whose tokens fit in `room` (all when `room` is None), newest first."""
+    kept: list[StoredMessage] = []
+    used = 0
+    for message in reversed(messages):
+        used += tokens[message.id]
+        if room is not None and used > room:
+            break
+        kept.append(message)
+    return kept
+
+
+def _size(messages: Sequence[StoredMessage]) -> int:
+    return sum(message_tokens(m) for m in messages)
 
 
 class Folder:
-    """Runs one turn's history preparation for one session."""
+    """Runs one turn's history preparation for one session: read, plan, fold if due, plan what to send."""
 
     def __init__(
         self,
@@ -295,86 +495,52 @@ class Folder:
 
     async def prepare_history(self, *, compact: bool = False) -> TurnHistory:
         settings = self.settings
-        read_limit = settings.verbatim_bound + 1
-        # Only what is not folded yet: folded messages never reach the model again, so they are not read.
-        state, recent = await self.store.load_turn(read_limit)
-        tokens = {m.id: message_tokens(m) for m in recent}
-        visible = [m for m in recent if not is_compaction_exchange(m)]
-        read_is_full = len(recent) >= read_limit
+        state, messages = await self.store.load_turn(settings.read_limit)
+        messages = await self._with_folded_window(state, messages)
+        older, unread = await self._from_cursor(state, messages)
 
-        plan = self._plan(state, visible, tokens, read_is_full=read_is_full, compact=compact)
+        plan = plan_turn(state, messages, settings, older=older, unread=unread, compact=compact, now=self.now())
         turn = TurnHistory(summary_text=None, verbatim=[], state=state)
         if plan.postponed:
             turn.problems.append(
                 f"summary fold failed {state.failed_folds} time(s) in a row; next try after "
                 f"{state.retry_after:%Y-%m-%d %H:%M:%S} UTC"
             )
-        if plan.to_fold or plan.backlog_beyond_read:
+        if plan.fold:
             turn.state = await self._fold(state, plan, turn)
-        unread_backlog = 0
-        if read_is_full and recent and not turn.state.covers(recent[0]):
-            # Unfolded messages also lie before what was read (catch-up in progress or folds failing).
-            unread_backlog = await self.store.count_after(turn.state.cursor, recent[0].cursor)
-        shown_cut = plan.oversize if plan.oversize and turn.state.covers(plan.oversize) else None
-        self._choose_verbatim(turn, visible, tokens, unread_backlog, shown_cut)
-        turn.stock_history_tokens = _stock_history_estimate(recent, tokens, state, settings.n_messages - 1)
+            plan = plan_turn(turn.state, messages, settings, older=older, unread=unread, now=self.now())
+        turn.verbatim = list(plan.send)
+        turn.summary_text = plan.summary_text
+        turn.not_summarized = plan.not_summarized
+        turn.history_tokens = plan.history_tokens
+        turn.stock_history_tokens = _stock_history_estimate(messages, turn.state, settings.window)
         return turn
 
-    def _plan(
-        self,
-        state: MemoryState,
-        visible: list[StoredMessage],
-        tokens: dict[str, int],
-        *,
-        read_is_full: bool,
-        compact: bool,
-    ) -> _Plan:
+    async def _with_folded_window(self, state: MemoryState, messages: list[StoredMessage]) -> list[StoredMessage]:
+        """The newest messages whether folded or not, when the window reaches back past the cursor.
+
+        The first read returns only unfolded messages; the window goes word for word even where an earlier fold
+        (a budget fold, a reset or an older version of this package) took part of it.
+        """
+        visible = sum(1 for m in messages if not is_compaction_exchange(m))
+        if state.cursor is None or visible >= self.settings.window or len(messages) >= self.settings.read_limit:
+            return messages
+        return await self.store.recent(self.settings.read_limit)
+
+    async def _from_cursor(self, state: MemoryState, messages: list[StoredMessage]) -> tuple[list[StoredMessage], int]:
+        """When the read does not reach back to the cursor: the unfolded messages from the cursor forwards (up to
+        the catch-up bound) and how many more lie between them and the read."""
+        if len(messages) < self.settings.read_limit or state.covers(messages[0]):
+            return [], 0
+        gap = await self.store.count_after(state.cursor, messages[0].cursor)
+        if not gap:
+            return [], 0
+        older = await self.store.after(state.cursor, min(gap, self.settings.catch_up_bound))
+        return older, gap - len(older)
+
+    async def _fold(self, state: MemoryState, plan: Plan, turn: TurnHistory) -> MemoryState:
         settings = self.settings
-        # Everything read is newer than the cursor, so the newest of it is the window's unfolded part.
-        unfolded = visible
-        window = visible[-settings.n_messages :]
-        window_ids = {m.id for m in window}
-        older = [m for m in unfolded if m.id not in window_ids]
-        backlog_beyond_read = read_is_full
-
-        budget = settings.history_token_budget
-        summary_tokens = text_tokens(render_summary_message(state, settings.pinned_keys, 0) or "")
-        unfolded_tokens = summary_tokens + sum(tokens[m.id] for m in unfolded)
-        over_budget = budget > 0 and unfolded_tokens > settings.budget_trigger_share * budget
-
-        reason = None
-        if compact:
-            reason = "/compact"
-        elif over_budget:
-            reason = "history token budget"
-        elif len(older) >= settings.fold_batch or backlog_beyond_read:
-            reason = "fold batch"
-        if reason is None or not unfolded:
-            return _Plan([], False, None, None)
-        if not compact and state.retry_after is not None and self.now() < state.retry_after:
-            return _Plan([], False, None, None, postponed=True)
-
-        keep = window
-        if budget > 0 and (over_budget or compact):
-            keep = _newest_that_fit(window, tokens, int(KEEP_SHARE_AFTER_FOLD * budget) - summary_tokens)
-        keep_ids = {m.id for m in keep}
-        to_fold = [m for m in unfolded if m.id not in keep_ids]
-        room = budget - summary_tokens
-        # A message larger than the whole budget is folded in full and, this once, sent cut.
-        oversize = (
-            next((m for m in reversed(to_fold) if m.id in window_ids and tokens[m.id] > room), None)
-            if budget > 0
-            else None
-        )
-        return _Plan(to_fold, backlog_beyond_read, reason, oversize)
-
-    async def _fold(self, state: MemoryState, plan: _Plan, turn: TurnHistory) -> MemoryState:
-        settings = self.settings
-        pending = list(plan.to_fold)
-        if plan.backlog_beyond_read:
-            # Catch-up: fold from the cursor forwards; the newest part of the backlog waits for later turns.
-            limit = settings.max_fold_messages * settings.max_folds_per_turn
-            pending = [m for m in await self.store.after(state.cursor, limit) if not is_compaction_exchange(m)]
+        pending = list(plan.fold)
         new_state = replace(state)
         calls = 0
         while pending and calls < settings.max_folds_per_turn:
@@ -421,93 +587,34 @@ class Folder:
         logger.info("Summarizing Agent: another run saved the summary first; using its version %d", winner.version)
         return winner
 
-    def _choose_verbatim(
-        self,
-        turn: TurnHistory,
-        visible: list[StoredMessage],
-        tokens: dict[str, int],
-        unread_backlog: int,
-        shown_cut: StoredMessage | None,
-    ) -> None:
-        settings = self.settings
-        state = turn.state
-        unfolded = [m for m in visible if not state.covers(m)]
-        bounded = unfolded[-settings.verbatim_bound :]
-        budget = settings.history_token_budget
-        summary_estimate = render_summary_message(state, settings.pinned_keys, len(unfolded) + unread_backlog)
-        # While folds fail or wait, history stays under the fold trigger: a broken summarizer must not make every
-        # call pay for a full budget.
-        share = settings.budget_trigger_share if turn.problems else 1.0
-        room = int(share * budget) - text_tokens(summary_estimate or "")
-        if budget <= 0:
-            verbatim = bounded
-        else:
-            verbatim = _newest_with_excerpts(bounded, tokens, room)
-            left = room - sum(message_tokens(m) for m in verbatim)
-            if shown_cut is not None and left >= MIN_CUT_TOKENS:
-                verbatim.insert(0, _cut_to_tokens(shown_cut, left))
-        shown_ids = {m.id for m in verbatim}
-        turn.verbatim = verbatim
-        turn.not_summarized = unread_backlog + sum(1 for m in unfolded if m.id not in shown_ids)
-        turn.summary_text = render_summary_message(state, settings.pinned_keys, turn.not_summarized)
-        turn.history_tokens = sum(message_tokens(m) for m in verbatim) + (
-            text_tokens(turn.summary_text) if turn.summary_text else 0
-        )
 
-
-def _stock_history_estimate(
-    recent: Sequence[StoredMessage], tokens: dict[str, int], state: MemoryState, stock_window: int
-) -> int:
-    """Tokens the stock Agent would send: its window's messages; folded ones (not read) at the mean size read."""
-    if stock_window <= 0 or not recent:
+def _stock_history_estimate(messages: Sequence[StoredMessage], state: MemoryState, stock_window: int) -> int:
+    """Tokens the stock Agent would send: its window's messages; folded ones not read at the mean size read."""
+    if stock_window <= 0 or not messages:
         return 0
-    shown = recent[-stock_window:]
-    known = sum(tokens[m.id] for m in shown)
+    shown = messages[-stock_window:]
+    known = _size(shown)
     missing = min(stock_window - len(shown), state.absorbed_count)
     return known + missing * known // len(shown)
 
 
-def _newest_that_fit(messages: Sequence[StoredMessage], tokens: dict[str, int], room: int) -> list[StoredMessage]:
-    """The longest run of newest `messages` whose tokens fit in `room`."""
-    kept: list[StoredMessage] = []
-    used = 0
-    for message in reversed(messages):
-        used += tokens.get(message.id) or message_tokens(message)
-        if used > room:
-            break
-        kept.append(message)
-    kept.reverse()
-    return kept
-
-
-def _newest_with_excerpts(messages: Sequence[StoredMessage], tokens: dict[str, int], room: int) -> list[StoredMessage]:
-    """The newest `messages` that fit in `room`; one too large for a fair share of it goes as a cut excerpt.
-
-    Without the excerpt a single pasted log would hide every older message that still fits.
-    """
-    excerpt = max(MIN_CUT_TOKENS, room // 10)
-    kept: list[StoredMessage] = []
-    used = 0
-    for message in reversed(messages):
-        size = tokens.get(message.id) or message_tokens(message)
-        if used + size > room and size > excerpt and used + excerpt <= room:
-            message = _cut_to_tokens(message, excerpt if kept else room - used)
-            size = message_tokens(message)
-        if used + size > room:
-            break
-        kept.append(message)
-        used += size
-    kept.reverse()
-    return kept
-
-
 def _cut_to_tokens(message: StoredMessage, room: int) -> StoredMessage:
-    """A copy of `message` cut to about `room` tokens, with a marker; the payload is rebuilt by the caller."""
-    size = message_tokens(message)
-    if size <= room:
+    """A copy of `message` cut to at most `room` tokens, with a marker; the payload is rebuilt by the caller."""
+    if message_tokens(message) <= room:
         return message
-    keep_chars = max(int(len(message.text) * max(room, 50) / size) - len(CUT_MARKER), 0)
-    return replace(message, text=message.text[:keep_chars] + CUT_MARKER, payload=None)
+    overhead = message_tokens(replace(message, text="")) - text_tokens("")
+    return replace(message, text=_cut_text_to_tokens(message.text, room - overhead), payload=None)
+
+
+def _cut_text_to_tokens(text: str, room: int) -> str:
+    """`text` cut to at most `room` tokens (as `text_tokens` counts them), ending with `CUT_MARKER`."""
+    keep = len(text)
+    while keep > 0:
+        keep = min(keep - 1, int(keep * room / max(text_tokens(text[:keep] + CUT_MARKER), 1)))
+        cut = text[: max(keep, 0)] + CUT_MARKER
+        if text_tokens(cut) <= room:
+            return cut
+    return CUT_MARKER
 
 
 def _describe(exc: BaseException) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime, timezone
 from functools import cache
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
@@ -652,6 +653,7 @@ def _to_stored_message(row: MessageTable) -> StoredMessage:
         timestamp=_aware_utc(row.timestamp),
         role="user" if row.sender == USER_SENDER else "assistant",
         text=row.text or "",
+        files=tuple(PurePosixPath(str(path)).name for path in row.files or ()),
         # The row; `as_chat_message()` turns it into a Message only if it is sent verbatim.
         payload=row,
     )

@@ -34,6 +34,8 @@ class StoredMessage:
     role: Role
     text: str
     payload: Any = None
+    files: tuple[str, ...] = ()
+    """Names of the files attached to the message."""
 
     @property
     def cursor(self) -> Cursor:
