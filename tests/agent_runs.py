@@ -17,12 +17,12 @@ from tests.fake_models import RECORDERS, RecordingChatModel
 PINNED_KEYS = ["project_id", "cluster"]
 FOLD_EACH_TURN = {
     "summarize_older_messages": True,
-    "n_messages": 2,
+    "n_messages": 3,
     "fold_batch": 2,
     "history_token_budget": 0,
     "pinned_keys": PINNED_KEYS,
 }
-"""A fold on every turn once two messages are older than the window; the pinned keys of the scripted facts."""
+"""A window of 2 messages and a fold on every turn once two messages are older than it; the pinned keys of the scripted facts."""
 
 QUIET_AGENT = {
     "add_current_date_tool": False,

@@ -207,7 +207,7 @@ async def state_saves_fail(langflow_db: LangflowDatabase, session_id: str) -> As
 
 def assert_stock_last_n(chat: ChatSession) -> None:
     """The turn ran on the stock Agent's history: the last `n_messages - 1` stored messages, no summary."""
-    assert history_texts(chat.model.agent_calls[-1]) == ["Noted."]
+    assert history_texts(chat.model.agent_calls[-1]) == ["It still fails after a restart.", "Noted."]
 
 
 async def test_state_read_failure_falls_back_to_last_n_and_logs_the_error(

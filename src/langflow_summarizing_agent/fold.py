@@ -353,8 +353,9 @@ def plan_turn(
        the summary message: then the newest messages that fit go. The newest exchange always goes; a message that
        does not fit is cut to what is left, with a marker, only when it is part of the newest exchange or is alone
        larger than the budget.
-    2. Unfolded messages older than the window go word for word too while the whole window and they fit: a message
-       leaves the model's view only by being folded, or, while folds fail or wait, counted as not summarized yet.
+    2. Unfolded messages older than the window that the turn read (`messages`: at most Fold Batch × 2) go word for
+       word too while the whole window and they fit: a message leaves the model's view only by being folded, or,
+       while folds fail or wait, counted as not summarized yet.
     3. A fold takes only unfolded messages older than the oldest message of the window that is sent, from the
        cursor forwards, at most `catch_up_bound` of them. It is due when those older than the window reach Fold
        Batch, when the summary and the unfolded history pass `budget_trigger_share` of the budget, or on `/compact`.
@@ -373,9 +374,10 @@ def plan_turn(
 
     sent = _fit_window(window, tokens, room)
     if len(sent) == len(window) and all(m is w for m, w in zip(sent, reversed(window), strict=False)):
-        # The whole window fits: unfolded older messages follow while they fit, newest first and without a gap.
-        readable = {m.id for m in messages} if unread else None
-        backlog = [m for m in unfolded if m.id not in window_ids and (readable is None or m.id in readable)]
+        # The whole window fits: unfolded older messages of the turn's read follow while they fit, newest first.
+        # What only the catch-up read found waits for its fold, counted as not summarized yet.
+        readable = {m.id for m in messages}
+        backlog = [m for m in unfolded if m.id not in window_ids and m.id in readable]
         sent += _newest_that_fit(backlog, tokens, None if room is None else room - _size(sent))
     sent.reverse()
     sent_ids = {m.id for m in sent}
