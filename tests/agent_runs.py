@@ -22,7 +22,8 @@ FOLD_EACH_TURN = {
     "history_token_budget": 0,
     "pinned_keys": PINNED_KEYS,
 }
-"""A window of 2 messages and a fold on every turn once two messages are older than it; the pinned keys of the scripted facts."""
+"""A window of 2 messages and a fold on every turn once two messages are older than it; the pinned keys of the
+scripted facts."""
 
 QUIET_AGENT = {
     "add_current_date_tool": False,

@@ -353,7 +353,7 @@ def plan_turn(
        the summary message: then the newest messages that fit go. The newest exchange always goes; a message that
        does not fit is cut to what is left, with a marker, only when it is part of the newest exchange or is alone
        larger than the budget.
-    2. Unfolded messages older than the window that the turn read (`messages`: at most Fold Batch × 2) go word for
+    2. Unfolded messages older than the window that the turn read (`messages`: at most twice Fold Batch) go word for
        word too while the whole window and they fit: a message leaves the model's view only by being folded, or,
        while folds fail or wait, counted as not summarized yet.
     3. A fold takes only unfolded messages older than the oldest message of the window that is sent, from the
