@@ -438,7 +438,7 @@ def _fit_window(window: Sequence[StoredMessage], tokens: dict[str, int], room: i
     """The window's messages that go, newest first: all that fit, the newest exchange always (cut if it must be)."""
     if room is None:
         return list(reversed(window))
-    newest_exchange = window[-2:]
+    newest_exchange = [m.id for m in window[-2:]]
     sent: list[StoredMessage] = []
     used = 0
     for message in reversed(window):
@@ -448,14 +448,15 @@ def _fit_window(window: Sequence[StoredMessage], tokens: dict[str, int], room: i
             used += size
             continue
         left = room - used
-        if message is newest_exchange[-1] and len(newest_exchange) == 2:
+        newest = message.id == newest_exchange[-1] and len(newest_exchange) == 2
+        if newest:
             # Leave room for the user message of the newest exchange, which comes next.
-            left -= min(tokens[newest_exchange[0].id], MIN_CUT_TOKENS)
-        if message in newest_exchange or (size > room and left >= MIN_CUT_TOKENS):
+            left -= min(tokens[newest_exchange[0]], MIN_CUT_TOKENS)
+        if message.id in newest_exchange or (size > room and left >= MIN_CUT_TOKENS):
             cut = _cut_to_tokens(message, left)
             sent.append(cut)
             used += message_tokens(cut)
-            if message is newest_exchange[-1] and len(newest_exchange) == 2:
+            if newest:
                 continue
         break
     return sent
