@@ -119,12 +119,15 @@ def conversations(langflow_server: LangflowServer, tmp_path_factory: pytest.Temp
     playground = SessionCalls(f"playground-{uuid.uuid4().hex[:8]}")
     seen = 0
 
-    with langflow_server.client(api_key=langflow_server.superuser_api_key) as client:
-        for turn in range(RUN_API_EXCHANGES):
-            text = _opening(RUN_API_FACTS) if turn == 0 else _follow_up(turn)
-            assert _say_through_run_api(client, flow_id, run_api.session_id, text) == REPLY
-            seen = _take_new_records(record_path, seen, run_api)
+    def say_through_run_api(turns: range) -> None:
+        nonlocal seen
+        with langflow_server.client(api_key=langflow_server.superuser_api_key) as client:
+            for turn in turns:
+                text = _opening(RUN_API_FACTS) if turn == 0 else _follow_up(turn)
+                assert _say_through_run_api(client, flow_id, run_api.session_id, text) == REPLY
+                seen = _take_new_records(record_path, seen, run_api)
 
+    say_through_run_api(range(RUN_API_EXCHANGES - 1))
     with langflow_server.client(token=langflow_server.superuser_token) as client:
         for turn in range(PLAYGROUND_EXCHANGES):
             text = _opening(PLAYGROUND_FACTS) if turn == 0 else _follow_up(turn)
@@ -133,6 +136,8 @@ def conversations(langflow_server: LangflowServer, tmp_path_factory: pytest.Temp
             playground.agent_logs.append(logs)
             playground.streamed.extend(tokens)
             seen = _take_new_records(record_path, seen, playground)
+    # The run API's last turn comes after the Playground session has its summary, so that summary could leak into it.
+    say_through_run_api(range(RUN_API_EXCHANGES - 1, RUN_API_EXCHANGES))
 
     return Conversations(flow_id=flow_id, run_api=run_api, playground=playground)
 
@@ -190,6 +195,9 @@ def test_summary_calls_never_reach_the_playground_stream(conversations: Conversa
 
 
 def test_run_api_session_never_sees_the_playground_session(conversations: Conversations) -> None:
+    # The last run API turn ran after the Playground session folded into its summary.
+    assert conversations.playground.fold_calls
+    assert _summary_message(conversations.run_api.agent_calls[-1]) is not None
     everything_sent = json.dumps(conversations.run_api.agent_calls)
     for value in PLAYGROUND_FACTS.values():
         assert value not in everything_sent
