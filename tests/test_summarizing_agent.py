@@ -88,16 +88,23 @@ async def test_summary_is_never_stored_as_a_chat_message(langflow_db):
 
 
 async def test_a_turn_folds_once_even_when_memory_is_read_twice(langflow_db):
-    chat = ChatSession(settings={**ON, "n_messages": 4, "fold_batch": 4, "history_token_budget": 0})
-    await hold_conversation(chat, 6)
-    folds_before = len(chat.model.fold_calls)
+    # Switched on late in a long session with one fold per turn: a fold is still due after the turn's fold, so a
+    # second read in the same turn (a model remediation retry) would fold again if the turn's history were not kept.
+    chat = ChatSession(settings={"n_messages": 4})
+    await hold_conversation(chat, 36)
+    chat.settings = {**ON, "n_messages": 4, "fold_batch": 4, "history_token_budget": 0, "max_folds_per_turn": 1}
+    await chat.say("Where do we stand?")
+    assert len(chat.model.fold_calls) == 1
+    sent = [str(m.content) for m in history_of(chat.model.agent_calls[-1])]
     agent = chat.last_agent
 
     first = await agent.get_memory_data()
     second = await agent.get_memory_data()
 
-    assert len(chat.model.fold_calls) == folds_before
-    assert [m.text for m in first] == [m.text for m in second]
+    assert len(chat.model.fold_calls) == 1
+    assert [m.text for m in first] == [m.text for m in second] == sent
+    await chat.say("And now?")
+    assert len(chat.model.fold_calls) == 2, "the next turn folds the rest"
 
 
 async def test_failing_summarizer_never_blocks_a_turn(langflow_db):
