@@ -262,24 +262,45 @@ async def session_state_count(session: Any, scope: MemoryScope) -> int:
     return len(rows.all())
 
 
-async def test_a_failure_in_the_listener_does_not_fail_langflows_delete(
-    listeners: None, memory_scope: MemoryScope, insert_messages, monkeypatch: pytest.MonkeyPatch, caplog
-) -> None:
-    messages = await four_messages(memory_scope, insert_messages)
-    await save_folded(memory_scope, messages[1])
-
+def break_the_summary_delete(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(connection: Any, plan: Any) -> None:
         from sqlalchemy import text
 
         connection.execute(text("SELECT * FROM no_such_table_for_summaries"))
 
     monkeypatch.setattr(lifecycle, "_apply_message_delete", broken)
+
+
+async def test_a_failure_in_the_listener_does_not_fail_langflows_delete(
+    listeners: None, memory_scope: MemoryScope, insert_messages, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    messages = await four_messages(memory_scope, insert_messages)
+    await save_folded(memory_scope, messages[1])
+    break_the_summary_delete(monkeypatch)
+
     await delete_message_ids([messages[0].id, messages[1].id])
 
     assert await message_texts(memory_scope) == ["third", "fourth"]
     assert "could not delete the summaries of deleted messages" in caplog.text
+    assert "ignored and rebuilt only if its cursor message is no longer in its session" in caplog.text
     # The lazy check is the backstop: the cursor message is gone, so the state is not used.
     assert (await sm.LangflowSessionStore(**memory_scope.kwargs()).load_state()).summary == ""
+
+
+async def test_after_a_failed_delete_a_summary_whose_cursor_message_remains_stays_in_use(
+    listeners: None, memory_scope: MemoryScope, insert_messages, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    messages = await four_messages(memory_scope, insert_messages)
+    await save_folded(memory_scope, messages[1])
+    break_the_summary_delete(monkeypatch)
+
+    await delete_message_ids([messages[0].id])
+
+    assert await message_texts(memory_scope) == ["second", "third", "fourth"]
+    assert "otherwise its summary stays in use" in caplog.text
+    # As the log says: the lazy check does not catch a folded message deleted before the cursor.
+    state = await sm.LangflowSessionStore(**memory_scope.kwargs()).load_state()
+    assert state.summary == "summary up to second"
 
 
 # Renames

@@ -18,8 +18,9 @@ Message rows are never changed here. The listeners read what a statement will to
 connection, and write after it ran, in the same transaction, so a rolled-back delete keeps its summaries. If
 this module's part fails, the error is logged and Langflow's statement goes on: on Postgres our statements run
 in a savepoint; on SQLite a failed statement leaves the transaction usable. What no listener sees (raw SQL,
-another process) is caught by the lazy check in `LangflowSessionStore.load_state()`, which ignores a state
-whose cursor message is gone.
+another process) is caught only by the lazy check of `LangflowSessionStore`, which ignores a state whose cursor
+message is no longer in its session (or, without a cursor, whose session has no message left); a state that keeps
+its cursor message stays in use.
 
 `install_listeners()` is called once per worker by the `langflow.plugins` registrar (`api.register`).
 """
@@ -383,7 +384,13 @@ def _guarded(connection: Connection, what: str, action: Callable[[], _T]) -> _T 
         # SQLite rolls back only the failed statement, and a SAVEPOINT there would open its own transaction.
         return action()
     except Exception:
-        logger.exception("Session memory: could not %s; the summary is dropped lazily on its next use.", what)
+        logger.exception(
+            "Session memory: could not %s; the state rows concerned are left as they were. On its next use a row "
+            "is ignored and rebuilt only if its cursor message is no longer in its session (without a cursor: if "
+            "the session has no message left); otherwise its summary stays in use, with all it folded, until reset "
+            "with DELETE /api/v1/summarizing-agent/sessions/{session_id}/state.",
+            what,
+        )
         return None
 
 
