@@ -1,4 +1,5 @@
-"""Standalone `lfx run` on the shipped flow: no Langflow database, so the agent falls back to last-N and says so.
+"""Standalone `lfx run` on the shipped flow: no Langflow database and no stored messages, so the agent has no chat
+history at all, as the stock Agent there, and says so.
 
 `lfx run` prints no component status; its `--format json` output carries what was logged as a warning in `logs`.
 """
@@ -12,7 +13,6 @@ import sys
 from pathlib import Path
 
 from langflow_summarizing_agent.agent_memory import FALLBACK_NOTE
-from langflow_summarizing_agent.fold import SUMMARY_PREFIX
 from tests.flow_files import load_support_flow, read_records, with_offline_model
 
 LFX_RUN_TIMEOUT_SECONDS = 300
@@ -35,17 +35,24 @@ def _lfx_run(flow_path: Path, text: str, session_id: str) -> dict:
     return json.loads(result.stdout)
 
 
-def test_lfx_run_answers_with_last_n_history_and_logs_the_fallback(tmp_path: Path) -> None:
+def test_lfx_run_has_no_history_even_in_the_same_session_and_logs_why(tmp_path: Path) -> None:
     record_path = tmp_path / "calls.jsonl"
     flow_path = tmp_path / "support_flow_offline.json"
     flow_path.write_text(json.dumps(with_offline_model(load_support_flow(), record_path)), encoding="utf-8")
+    first_text = "Our project PRJ-123 on the EU cluster fails to deploy."
 
-    output = _lfx_run(flow_path, "Our project PRJ-123 on the EU cluster fails to deploy.", "lfx-session")
+    outputs = [
+        _lfx_run(flow_path, first_text, "lfx-session"),
+        _lfx_run(flow_path, "Which project were we talking about?", "lfx-session"),
+    ]
 
-    assert output["success"] is True
-    assert output["result"] == "Noted."
-    assert FALLBACK_NOTE in output["logs"]
-    [call] = read_records(record_path)
-    assert call["kind"] == "agent", "no summary call without a database"
-    assert [message["type"] for message in call["messages"]] == ["system", "human"]
-    assert not any(message["content"].startswith(SUMMARY_PREFIX) for message in call["messages"])
+    for output in outputs:
+        assert output["success"] is True
+        assert output["result"] == "Noted."
+        assert FALLBACK_NOTE in output["logs"]
+    calls = read_records(record_path)
+    assert [call["kind"] for call in calls] == ["agent", "agent"], "no summary call without a database"
+    second = calls[1]["messages"]
+    assert [message["type"] for message in second] == ["system", "human"], "the first run left no history"
+    assert second[1]["content"] == "Which project were we talking about?"
+    assert not any(first_text in message["content"] or "Noted." in message["content"] for message in second)
