@@ -30,7 +30,11 @@ logger = logging.getLogger(__name__)
 MAX_PINNED_KEYS = 20
 PINNED_KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
 DEFAULT_SUMMARY_TIMEOUT_SECONDS = 60.0
-FALLBACK_NOTE = "Summaries need a Langflow database; using the last N messages as the stock Agent does."
+FALLBACK_NOTE = (
+    "Summaries need a Langflow database; without one no messages are stored, so there is no chat history, "
+    "as with the stock Agent."
+)
+NO_SCOPE_NOTE = "Summaries need the flow's id and owner; using the last N messages as the stock Agent does."
 
 StockHistory = Callable[[], Awaitable[list[Message]]]
 
@@ -92,21 +96,44 @@ def _turn_key(component: Any) -> tuple[str, ...]:
     return (str(graph.session_id), str(getattr(graph, "run_id", "")), _input_id(component) or str(text))
 
 
-def _summary_llm(component: Any) -> Any:
-    """The model that folds: the Summary Model input if connected, else the Agent's own, with streaming off."""
+def build_summary_model(component: Any) -> Any:
+    """The model that folds: the Summary Model input if connected, else the Agent's own, with streaming off.
+
+    Built as `AgentComponent.get_agent_requirements()` builds the Agent's model (`_resolve_selected_model`, then
+    `_get_llm`'s `get_llm` call: provider policy, API key from the flow or the user's global variable, Max Tokens,
+    watsonx settings, remediation overrides); only `stream` differs, as fold tokens must not stream.
+    """
     connected = getattr(component, "summary_model", None)
     if connected:
         return connected
     from lfx.base.models.unified_models import get_llm
 
     return get_llm(
-        model=component.model,
+        model=component._resolve_selected_model(),
         user_id=component.user_id,
         api_key=getattr(component, "api_key", None),
         stream=False,
+        max_tokens=component._get_max_tokens_value(),
         watsonx_url=getattr(component, "base_url_ibm_watsonx", None),
         watsonx_project_id=getattr(component, "project_id", None),
+        overrides=getattr(component, "_model_overrides", None),
     )
+
+
+def summary_model_name(component: Any) -> str | None:
+    """The summary model's name for the state, read off the inputs: nothing is built for it."""
+    connected = getattr(component, "summary_model", None)
+    if connected:
+        return model_name_of(connected)
+    model = getattr(component, "model", None)
+    if isinstance(model, list):
+        selected = model[0] if model else None
+        name = selected.get("name") if isinstance(selected, dict) else None
+        return name if isinstance(name, str) and name else None
+    # A string here is no model (nothing selected, or "connect_other_models" with nothing connected).
+    if model is None or isinstance(model, str):
+        return None
+    return model_name_of(model)
 
 
 def model_name_of(llm: Any) -> str | None:
@@ -117,8 +144,24 @@ def model_name_of(llm: Any) -> str | None:
     return type(llm).__name__ if llm is not None else None
 
 
-def make_summarizer(llm: Any, timeout_seconds: float) -> Callable[[list[BaseMessage]], Awaitable[str]]:
+def make_summarizer(
+    build_model: Callable[[], Any], timeout_seconds: float
+) -> Callable[[list[BaseMessage]], Awaitable[str]]:
+    """A summarizer that builds its model on its first call, so a turn that does not fold never builds one."""
+    llm: Any = None
+
     async def summarize(prompt: list[BaseMessage]) -> str:
+        nonlocal llm
+        if llm is None:
+            # Raised here, a build error (no API key, say) is a failed fold with back-off, never a failed turn.
+            try:
+                llm = build_model()
+            except Exception as exc:
+                msg = (
+                    f"the summary model could not be built ({exc}); connect a Summary Model or fix the "
+                    "Language Model's settings"
+                )
+                raise RuntimeError(msg) from exc
         # No callbacks: fold tokens must never reach the Playground stream or the agent's trace.
         try:
             response = await asyncio.wait_for(
@@ -201,8 +244,7 @@ async def summarized_memory_data(
         _report(component, FALLBACK_NOTE, level=logging.WARNING)
         return await stock_history()
 
-    llm = _summary_llm(component)
-    settings = fold_settings_from(component, model_name_of(llm))
+    settings = fold_settings_from(component, summary_model_name(component))
     timeout = float(getattr(component, "summary_timeout", None) or DEFAULT_SUMMARY_TIMEOUT_SECONDS)
     if timeout < 0:
         msg = (
@@ -211,18 +253,27 @@ async def summarized_memory_data(
         )
         raise ValueError(msg)
     graph = component.graph
-    input_id = _input_id(component)
     from lfx.components.models_and_agents.memory import _safe_graph_user_id
+    from lfx.memory.flow_context import coerce_flow_id
 
+    flow_id = getattr(graph, "flow_id", None)
+    user_id = _safe_graph_user_id(component)
+    if coerce_flow_id(flow_id) is None or user_id is None:
+        # A summary is kept per flow, owner and session; without both ids Langflow's own reads fail closed too.
+        _report(component, NO_SCOPE_NOTE, level=logging.WARNING)
+        return await stock_history()
+
+    input_id = _input_id(component)
     store = session_memory.LangflowSessionStore(
-        flow_id=getattr(graph, "flow_id", None),
-        user_id=_safe_graph_user_id(component),
+        flow_id=flow_id,
+        user_id=user_id,
         session_id=graph.session_id,
         context_id=getattr(component, "context_id", None) or None,
         exclude_ids=(input_id,) if input_id else (),
     )
+    summarizer = make_summarizer(lambda: build_summary_model(component), timeout)
     try:
-        turn = await Folder(store, make_summarizer(llm, timeout), settings).prepare_history(compact=compact)
+        turn = await Folder(store, summarizer, settings).prepare_history(compact=compact)
     except Exception as exc:
         logger.exception("Summarizing Agent: session memory failed; using the last N messages")
         _report(component, f"Summarizing Agent: session memory unavailable ({type(exc).__name__}); used the last N.")
