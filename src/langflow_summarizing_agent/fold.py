@@ -368,17 +368,27 @@ def plan_turn(
 
     budget = settings.history_token_budget
     summary_cap = budget - settings.newest_exchange_tokens if budget > 0 else None
-    # The note's count can only shrink once the sent messages are chosen, so this bounds the final summary message.
-    largest_summary = _summary_message(state, settings, len(unfolded) + unread, summary_cap)
-    room = budget - text_tokens(largest_summary or "") if budget > 0 else None
+    readable = {m.id for m in messages}
+    backlog = [m for m in unfolded if m.id not in window_ids and m.id in readable]
+    hidden_older = unread + sum(1 for m in unfolded if m.id not in window_ids)
 
-    sent = _fit_window(window, tokens, room)
-    if len(sent) == len(window) and all(m is w for m, w in zip(sent, reversed(window), strict=False)):
-        # The whole window fits: unfolded older messages of the turn's read follow while they fit, newest first.
-        # What only the catch-up read found waits for its fold, counted as not summarized yet.
-        readable = {m.id for m in messages}
-        backlog = [m for m in unfolded if m.id not in window_ids and m.id in readable]
-        sent += _newest_that_fit(backlog, tokens, None if room is None else room - _size(sent))
+    def summary_tokens(hidden: int) -> int:
+        return text_tokens(_summary_message(state, settings, hidden, summary_cap) or "")
+
+    window_tokens = sum(tokens[m.id] for m in window)
+    if budget <= 0:
+        sent = list(reversed(window)) + list(reversed(backlog))
+    elif window_tokens + summary_tokens(hidden_older) <= budget:
+        sent = list(reversed(window))
+        used = window_tokens
+        for shown, message in enumerate(reversed(backlog), 1):
+            if used + tokens[message.id] + summary_tokens(hidden_older - shown) > budget:
+                break
+            sent.append(message)
+            used += tokens[message.id]
+    else:
+        room = budget - summary_tokens(len(unfolded) + unread)
+        sent = _fit_window(window, tokens, room)
     sent.reverse()
     sent_ids = {m.id for m in sent}
 
@@ -429,9 +439,15 @@ def _merged(older: Sequence[StoredMessage], messages: Sequence[StoredMessage]) -
 def _summary_message(state: MemoryState, settings: FoldSettings, not_summarized: int, cap: int | None) -> str | None:
     """The summary message, cut with a marker if it would leave no room for the newest exchange."""
     text = render_summary_message(state, settings.pinned_keys, not_summarized)
-    if text is None or cap is None or text_tokens(text) <= cap:
+    body = render_summary_message(state, settings.pinned_keys, 0) or SUMMARY_PREFIX
+    widest_note = "\n\n(999999 earlier messages are not summarized yet and not shown.)"
+    if text is None or cap is None or text_tokens(body + widest_note) <= cap:
         return text
-    return _cut_text_to_tokens(text, cap)
+    cut = _cut_text_to_tokens(body, cap - text_tokens(widest_note))
+    if not not_summarized:
+        return cut
+    noun = "message is" if not_summarized == 1 else "messages are"
+    return cut + f"\n\n({not_summarized} earlier {noun} not summarized yet and not shown.)"
 
 
 def _fit_window(window: Sequence[StoredMessage], tokens: dict[str, int], room: int | None) -> list[StoredMessage]:
@@ -443,7 +459,11 @@ def _fit_window(window: Sequence[StoredMessage], tokens: dict[str, int], room: i
     used = 0
     for message in reversed(window):
         size = tokens[message.id]
-        if used + size <= room:
+        if message.id == newest_exchange[-1] and len(newest_exchange) == 2:
+            size_with_reserve = size + min(tokens[newest_exchange[0]], MIN_CUT_TOKENS)
+        else:
+            size_with_reserve = size
+        if used + size_with_reserve <= room:
             sent.append(message)
             used += size
             continue
@@ -499,6 +519,14 @@ class Folder:
     async def prepare_history(self, *, compact: bool = False) -> TurnHistory:
         settings = self.settings
         state, messages = await self.store.load_turn(settings.read_limit)
+        # Rows this turn reads: more when /compact exchanges take places in the read.
+        self._read_limit = settings.read_limit
+        while len(messages) == self._read_limit:
+            extra = sum(1 for m in messages if is_compaction_exchange(m))
+            if self._read_limit - extra >= settings.read_limit:
+                break
+            self._read_limit = settings.read_limit + extra
+            messages = await self.store.recent(self._read_limit, after=state.cursor)
         messages = await self._with_folded_window(state, messages)
         older, unread = await self._from_cursor(state, messages)
 
@@ -509,9 +537,12 @@ class Folder:
                 f"summary fold failed {state.failed_folds} time(s) in a row; next try after "
                 f"{state.retry_after:%Y-%m-%d %H:%M:%S} UTC"
             )
-        if plan.fold:
-            turn.state = await self._fold(state, plan, turn)
+        while plan.fold and turn.fold_calls < settings.max_folds_per_turn:
+            folded_before = turn.folded
+            turn.state = await self._fold(turn.state, plan, turn)
             plan = plan_turn(turn.state, messages, settings, older=older, unread=unread, now=self.now())
+            if turn.folded == folded_before or turn.problems:
+                break
         turn.verbatim = list(plan.send)
         turn.summary_text = plan.summary_text
         turn.not_summarized = plan.not_summarized
@@ -526,27 +557,42 @@ class Folder:
         (a budget fold, a reset or an older version of this package) took part of it.
         """
         visible = sum(1 for m in messages if not is_compaction_exchange(m))
-        if state.cursor is None or visible >= self.settings.window or len(messages) >= self.settings.read_limit:
+        if state.cursor is None or visible >= self.settings.window or len(messages) >= self._read_limit:
             return messages
-        return await self.store.recent(self.settings.read_limit)
+        limit = self.settings.read_limit
+        while True:
+            recent = await self.store.recent(limit)
+            extra = sum(1 for m in recent if is_compaction_exchange(m))
+            if len(recent) < limit or limit - extra >= self.settings.read_limit:
+                self._read_limit = limit
+                return recent
+            limit = self.settings.read_limit + extra
 
     async def _from_cursor(self, state: MemoryState, messages: list[StoredMessage]) -> tuple[list[StoredMessage], int]:
         """When the read does not reach back to the cursor: the unfolded messages from the cursor forwards (up to
         the catch-up bound) and how many more lie between them and the read."""
-        if len(messages) < self.settings.read_limit or state.covers(messages[0]):
+        if len(messages) < self._read_limit or state.covers(messages[0]):
             return [], 0
         gap = await self.store.count_after(state.cursor, messages[0].cursor)
         if not gap:
             return [], 0
-        older = await self.store.after(state.cursor, min(gap, self.settings.catch_up_bound))
-        return older, gap - len(older)
+        between = await self.store.after(state.cursor, gap)
+        older: list[StoredMessage] = []
+        taken = 0
+        for message in between:
+            if taken == self.settings.catch_up_bound:
+                break
+            older.append(message)
+            taken += not is_compaction_exchange(message)
+        unread = sum(1 for m in between[len(older) :] if not is_compaction_exchange(m))
+        return older, unread
 
     async def _fold(self, state: MemoryState, plan: Plan, turn: TurnHistory) -> MemoryState:
         settings = self.settings
         pending = list(plan.fold)
         new_state = replace(state)
         calls = 0
-        while pending and calls < settings.max_folds_per_turn:
+        while pending and turn.fold_calls + calls < settings.max_folds_per_turn:
             batch = pending[: settings.max_fold_messages]
             prompt = build_fold_prompt(new_state, batch, settings)
             turn.fold_input_tokens += count_tokens_approximately(prompt)
@@ -571,7 +617,7 @@ class Folder:
             new_state.absorbed_count += len(batch)
             turn.folded += len(batch)
             pending = pending[len(batch) :]
-        turn.fold_calls = calls
+        turn.fold_calls += calls
 
         if turn.folded:
             new_state.failed_folds = 0
@@ -586,6 +632,7 @@ class Folder:
             return new_state
         # Another run saved first: its state wins and this fold is dropped, with no second model call.
         turn.folded = 0
+        turn.problems.append("another run saved first")
         winner = await self.store.load_state()
         logger.info("Summarizing Agent: another run saved the summary first; using its version %d", winner.version)
         return winner
