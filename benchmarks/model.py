@@ -2,7 +2,12 @@
 
 It stands in for a provider behind both the Agent and the summary fold (the component folds with the Agent's own
 model). Every call is recorded with its input tokens, counted with LangChain's `count_tokens_approximately` over
-exactly the messages the call received, the same way for every run.
+exactly the messages the call received, the same way for every run, and with the stored messages it received, by
+their number in the session (`message_numbers`, from the script's unique texts):
+- an agent call: the history messages (between the system prompt and the current input) whose content is a stored
+  message's full text; the summary message (it starts with `SUMMARY_PREFIX`) and cut excerpts are not among them;
+- a summary call: the messages of its `<conversation>` block, each the full text or, when longer than
+  `MAX_MESSAGE_CHARS`, its first `MAX_MESSAGE_CHARS` characters followed by " …".
 """
 
 from __future__ import annotations
@@ -21,7 +26,12 @@ from lfx.field_typing import LanguageModel
 from lfx.io import Output
 from pydantic import Field
 
-from langflow_summarizing_agent.fold import DEFAULT_SUMMARY_WORDS, FOLD_SYSTEM_PROMPT
+from langflow_summarizing_agent.fold import (
+    DEFAULT_SUMMARY_WORDS,
+    FOLD_SYSTEM_PROMPT,
+    MAX_MESSAGE_CHARS,
+    SUMMARY_PREFIX,
+)
 
 FOLD_PROMPT_START = FOLD_SYSTEM_PROMPT.split("\n", 1)[0]
 CALCULATOR_TOOL = "evaluate_expression"
@@ -55,6 +65,12 @@ class ModelCall:
     first_facts: bool
     """The input holds both facts of the session's first message (PRJ-123 and the EU cluster)."""
     failed: bool = False
+    verbatim: tuple[int, ...] = ()
+    """Agent call: numbers of the stored messages its history holds verbatim, in the order sent."""
+    summary_message: bool = False
+    """Agent call: its history holds the summary message."""
+    folded: tuple[int, ...] = ()
+    """Summary call: numbers of the stored messages in its `<conversation>` block."""
 
 
 def is_fold_prompt(messages: list[BaseMessage]) -> bool:
@@ -85,6 +101,8 @@ class BenchmarkChatModel(BaseChatModel):
 
     plan: TurnPlan | None = None
     fail_summaries: bool = False
+    message_numbers: dict[str, int] = Field(default_factory=dict)
+    """Number of each stored message by its exact text; texts not in it are not recorded as stored messages."""
     calls: list[ModelCall] = Field(default_factory=list)
     tool_names: list[str] = Field(default_factory=list)
 
@@ -106,6 +124,7 @@ class BenchmarkChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=answer)])
 
     def _agent(self, messages: list[BaseMessage], plan: TurnPlan) -> AIMessage:
+        history = [str(message.content) for message in history_part(messages)]
         self.calls.append(
             ModelCall(
                 exchange=plan.exchange,
@@ -113,6 +132,8 @@ class BenchmarkChatModel(BaseChatModel):
                 input_tokens=count_tokens_approximately(messages),
                 history_tokens=count_tokens_approximately(history_part(messages)),
                 first_facts=holds_first_facts(messages),
+                verbatim=tuple(self.message_numbers[text] for text in history if text in self.message_numbers),
+                summary_message=any(text.startswith(SUMMARY_PREFIX) for text in history),
             )
         )
         last_human = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
@@ -136,12 +157,24 @@ class BenchmarkChatModel(BaseChatModel):
                 history_tokens=0,
                 first_facts=holds_first_facts(messages),
                 failed=self.fail_summaries,
+                folded=tuple(self._folded_numbers(str(messages[-1].content))),
             )
         )
         if self.fail_summaries:
             msg = "summary provider unavailable"
             raise RuntimeError(msg)
         return AIMessage(content=scripted_summary(str(messages[-1].content)))
+
+    def _folded_numbers(self, data: str) -> list[int]:
+        numbers = []
+        for message in conversation_block(data):
+            text = message["text"]
+            if text in self.message_numbers:
+                numbers.append(self.message_numbers[text])
+            elif text.endswith(" …") and len(text) - 2 >= MAX_MESSAGE_CHARS:
+                cut = text[:-2]
+                numbers += [number for full, number in self.message_numbers.items() if full.startswith(cut)][:1]
+        return numbers
 
 
 def scripted_summary(data: str) -> str:
@@ -151,7 +184,7 @@ def scripted_summary(data: str) -> str:
     summarizer's would.
     """
     previous = _between(data, "Previous summary:\n<summary>\n", "\n</summary>")
-    batch = json.loads(_between(data, "<conversation>\n", "\n</conversation>"))
+    batch = conversation_block(data)
     pinned: dict[str, str] = {}
     bullets = [line for line in previous.splitlines() if line.startswith("- ")]
     for message in batch:
@@ -165,6 +198,11 @@ def scripted_summary(data: str) -> str:
     while sum(len(b.split()) for b in bullets) > SUMMARY_WORDS and len(bullets) > 1:
         bullets.pop(0)
     return json.dumps({"pinned": pinned, "summary": "\n".join(bullets) or "- nothing yet"})
+
+
+def conversation_block(data: str) -> list[dict[str, str]]:
+    """The messages quoted in a fold prompt's `<conversation>` block (JSON, so `<\\/` reads back as `</`)."""
+    return json.loads(_between(data, "<conversation>\n", "\n</conversation>"))
 
 
 def _between(text: str, start: str, end: str) -> str:

@@ -1,7 +1,11 @@
 """The scripted support session: deterministic texts of about 300 tokens a message, one pasted log, tool turns.
 
 Only the first message states the project (PRJ-123) and the cluster (EU); nothing later repeats them, so the facts
-reach the model in the last exchange only through memory.
+reach the model in the last exchange only through memory. Every stored text of a session is unique (checked when
+it is built), so the benchmark tells which stored message a model call received by its text alone.
+
+Scenarios on the same shape: longer messages (`message_tokens`), and `/compact` sent as the user message half way
+(`compact=True`), which the Summarizing Agent answers itself.
 """
 
 from __future__ import annotations
@@ -12,7 +16,11 @@ from dataclasses import dataclass
 from langchain_core.messages import HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
+from langflow_summarizing_agent.fold import COMPACT_COMMAND
+
 MESSAGE_TOKENS = 300
+LONG_MESSAGE_TOKENS = 1_500
+"""Message size of the long-message scenario."""
 LOG_WORDS = 5_000
 FINAL_QUESTION = "Which cluster were we on again?"
 FIRST_FACTS = (
@@ -91,32 +99,60 @@ class Exchange:
     index: int
     user_text: str
     reply: str
+    """The scripted answer; for the `/compact` exchange empty: the agent writes its own reply there."""
     tool_calls: int = 0
     expression: str = "2*2"
+    compact: bool = False
+    """The user sends `/compact`; no agent model call, and the exchange is no part of the conversation."""
+
+    def message_number(self, role: str) -> int:
+        """Where this exchange's user message (`role` "user") or reply sits among the stored messages."""
+        return 2 * self.index + (0 if role == "user" else 1)
 
 
-def support_session(exchanges: int) -> list[Exchange]:
+def support_session(exchanges: int, *, message_tokens: int = MESSAGE_TOKENS, compact: bool = False) -> list[Exchange]:
     """The first message, then `exchanges` more; the log is pasted a third of the way in, the last one asks
-    for the cluster. Tool turns: every `TOOL_TURN_EVERY`-th exchange from the 3rd."""
+    for the cluster. Tool turns: every `TOOL_TURN_EVERY`-th exchange from the 3rd. With `compact`, the user
+    sends `/compact` at `compact_exchange(exchanges)` instead of that exchange's message."""
     if exchanges < 2:
         msg = "the support session needs at least 2 exchanges after the first message"
         raise ValueError(msg)
     log_at = log_exchange(exchanges)
-    session = [Exchange(0, _message(FIRST_FACTS, USER_SENTENCES, seed=0), _message("Thanks.", REPLY_SENTENCES, 1))]
+    compact_at = compact_exchange(exchanges) if compact else None
+    if compact_at is not None and compact_at in (log_at, exchanges):
+        msg = "the /compact scenario needs at least 4 exchanges after the first message"
+        raise ValueError(msg)
+    first = Exchange(
+        0,
+        _message(FIRST_FACTS, USER_SENTENCES, seed=0, tokens=message_tokens),
+        _message("Thanks.", REPLY_SENTENCES, seed=1, tokens=message_tokens),
+    )
+    session = [first]
     for index in range(1, exchanges + 1):
-        reply = filler_message(2 * index + 1)
+        if index == compact_at:
+            session.append(Exchange(index, COMPACT_COMMAND, "", compact=True))
+            continue
+        reply = filler_message(2 * index + 1, message_tokens)
         if index == exchanges:
             user_text = FINAL_QUESTION
         elif index == log_at:
             user_text = "Here is the log of the failing rollout:\n" + pasted_log()
         else:
-            user_text = filler_message(2 * index)
+            user_text = filler_message(2 * index, message_tokens)
         tool_calls = 0
         if index % TOOL_TURN_EVERY == 3 and index != exchanges:
             tool_calls = 1 if index % (2 * TOOL_TURN_EVERY) == 3 else 2
         expression = f"{index * 37}*{index + 12}/4"
         session.append(Exchange(index, user_text, reply, tool_calls, expression))
+    _check_unique(session)
     return session
+
+
+def _check_unique(session: list[Exchange]) -> None:
+    texts = [text for e in session if not e.compact for text in (e.user_text, e.reply)]
+    if len(set(texts)) != len(texts):
+        msg = "the scripted session repeats a message text; the benchmark identifies stored messages by text"
+        raise ValueError(msg)
 
 
 def log_exchange(exchanges: int) -> int:
@@ -124,17 +160,27 @@ def log_exchange(exchanges: int) -> int:
     return max(1, round(exchanges / 3))
 
 
-def filler_message(index: int) -> str:
-    """A troubleshooting message of about `MESSAGE_TOKENS` tokens: from the user for even `index`, else a reply."""
+def compact_exchange(exchanges: int) -> int:
+    """The exchange that sends `/compact` in the compact scenario: half way (30 of 60)."""
+    return max(1, round(exchanges / 2))
+
+
+def switch_exchange(exchanges: int) -> int:
+    """The exchange from which the switched-on scenario runs with the switch on: three quarters in (45 of 60)."""
+    return max(1, round(exchanges * 3 / 4))
+
+
+def filler_message(index: int, tokens: int = MESSAGE_TOKENS) -> str:
+    """A troubleshooting message of about `tokens` tokens: from the user for even `index`, else a reply."""
     if index % 2 == 0:
-        return _message(f"Step {index // 2}:", USER_SENTENCES, seed=index)
-    return _message(f"For step {index // 2}:", REPLY_SENTENCES, seed=index)
+        return _message(f"Step {index // 2}:", USER_SENTENCES, seed=index, tokens=tokens)
+    return _message(f"For step {index // 2}:", REPLY_SENTENCES, seed=index, tokens=tokens)
 
 
-def _message(opening: str, sentences: tuple[str, ...], seed: int) -> str:
+def _message(opening: str, sentences: tuple[str, ...], seed: int, tokens: int = MESSAGE_TOKENS) -> str:
     rng = random.Random(seed)
     parts = [opening]
-    while count_tokens_approximately([HumanMessage(content=" ".join(parts))]) < MESSAGE_TOKENS - 20:
+    while count_tokens_approximately([HumanMessage(content=" ".join(parts))]) < tokens - 20:
         parts.append(rng.choice(sentences).format(**_slots(rng)))
     return " ".join(parts)
 

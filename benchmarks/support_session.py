@@ -4,9 +4,13 @@
 
 Every exchange is a real lfx graph run (Chat Input -> agent -> Chat Output) on a real Langflow database, started in
 this process on a fresh SQLite file or Postgres database and removed afterwards. The model is offline and scripted
-(`benchmarks.model`); it records the input tokens of every call it receives, agent and summary calls alike. Prints
-the numbers and the issue's targets with PASS/FAIL, and writes `support_session_<backend>.json` and `.png` to `--out`.
-Timings are printed, never asserted.
+(`benchmarks.model`); it records the input tokens of every call it receives, agent and summary calls alike, and which
+stored messages each call received, from which `benchmarks.fidelity` reports what reached the model against the stock
+Agent's window. Runs: the stock Agent at `n_messages` 100 and 10, the Summarizing Agent at 10, the same with a failing
+summarizer, and three scenarios of the Summarizing Agent at 10: the switch turned on three quarters into a running
+session, messages of about 1,500 tokens, and `/compact` sent half way. Prints the numbers and the issue's targets with
+PASS/FAIL, and writes `support_session_<backend>.json`, `.png` (input tokens per call) and `_verbatim.png` (messages
+sent verbatim per turn) to `--out`. Timings are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -16,25 +20,38 @@ import asyncio
 import json
 import statistics
 import sys
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.fidelity import fidelity, message_numbers
 from benchmarks.memory_path import PathCost, StateCost, measure_memory_path, measure_state_io
 from benchmarks.model import BenchmarkChatModel, BenchmarkModelComponent, ModelCall, TurnPlan
-from benchmarks.script import Exchange, log_exchange, support_session
+from benchmarks.script import (
+    LONG_MESSAGE_TOKENS,
+    Exchange,
+    compact_exchange,
+    log_exchange,
+    support_session,
+    switch_exchange,
+)
 from benchmarks.services import BACKENDS, database_backend, langflow_services
-from langflow_summarizing_agent.fold import DEFAULT_HISTORY_TOKEN_BUDGET
+from langflow_summarizing_agent.fold import COMPACT_REPLY_PREFIX, DEFAULT_HISTORY_TOKEN_BUDGET
 
 LAST_EXCHANGES = 20
 COLUMN = 26
 """Width of a run's column in the printed table."""
-TOTAL_SHARE_TARGET = 0.20
+TOTAL_SHARE_TARGET = 0.15
 MEAN_SHARE_TARGET = 0.125
 SUMMARY_CALLS_PER_EXCHANGE_TARGET = 0.25
 MEMORY_PATH_RATIO_TARGET = 1.5
 PINNED_KEYS = ["project_id", "cluster"]
+
+
+DEFAULT, LONG, COMPACT = "default", "long messages", "/compact"
+"""The scripted sessions: the support session, the same with long messages, the same with `/compact` half way."""
 
 
 @dataclass(frozen=True)
@@ -44,13 +61,17 @@ class Run:
     summarizing: bool
     n_messages: int
     fail_summaries: bool = False
+    session: str = DEFAULT
+    switched_on_late: bool = False
+    """The Summarizing Agent runs with its switch off until `switch_exchange()`, then on, in the same session."""
 
-    @property
-    def settings(self) -> dict[str, Any]:
+    def settings(self, exchange: int, exchanges: int) -> dict[str, Any]:
+        """The agent's settings for `exchange` of a session of `exchanges` exchanges after the first."""
         # The calculator tool stays on for the tool-using turns; every other setting keeps its default.
         settings: dict[str, Any] = {"n_messages": self.n_messages, "add_calculator_tool": True}
         if self.summarizing:
-            settings |= {"summarize_older_messages": True, "pinned_keys": PINNED_KEYS}
+            switch_on = not self.switched_on_late or exchange >= switch_exchange(exchanges)
+            settings |= {"summarize_older_messages": switch_on, "pinned_keys": PINNED_KEYS}
         return settings
 
 
@@ -58,17 +79,36 @@ STOCK_100 = Run("stock_100", "Agent n=100", summarizing=False, n_messages=100)
 STOCK_10 = Run("stock_10", "Agent n=10", summarizing=False, n_messages=10)
 SUMMARIZING = Run("summarizing_10", "Summarizing n=10", summarizing=True, n_messages=10)
 FAILING = Run("summarizing_10_failing", "Summarizing n=10 failing", True, 10, fail_summaries=True)
-RUNS = (STOCK_100, STOCK_10, SUMMARIZING, FAILING)
+SWITCHED = Run("summarizing_10_switched", "Summarizing, on late", True, 10, switched_on_late=True)
+LONG_MESSAGES = Run("summarizing_10_long", "Summarizing, long msgs", True, 10, session=LONG)
+COMPACTED = Run("summarizing_10_compact", "Summarizing, /compact", True, 10, session=COMPACT)
+MAIN_RUNS = (STOCK_100, STOCK_10, SUMMARIZING, FAILING)
+SCENARIOS = (SWITCHED, LONG_MESSAGES, COMPACTED)
+RUNS = MAIN_RUNS + SCENARIOS
 PLOTTED = (STOCK_100, STOCK_10, SUMMARIZING)
+VERBATIM_PLOTTED = (STOCK_10, SUMMARIZING, *SCENARIOS)
+
+
+def sessions(exchanges: int) -> dict[str, list[Exchange]]:
+    return {
+        DEFAULT: support_session(exchanges),
+        LONG: support_session(exchanges, message_tokens=LONG_MESSAGE_TOKENS),
+        COMPACT: support_session(exchanges, compact=True),
+    }
 
 
 @dataclass
 class RunResult:
     run: Run
-    exchanges: int
+    session: list[Exchange]
     calls: list[ModelCall]
     completed: int
     errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def exchanges(self) -> int:
+        return len(self.session)
 
     def metrics(self, budget: int) -> dict[str, Any]:
         last = self.exchanges - 1
@@ -95,31 +135,53 @@ class RunResult:
             "history_token_budget": budget if self.run.summarizing else None,
             "max_input_tokens": max((c.input_tokens for c in agent), default=0),
             "first_facts_in_last_exchange": any(c.first_facts for c in in_last if c.kind == "agent"),
+            "replay_seconds": round(self.seconds, 1),
+            **fidelity(self.session, self.calls, self.run.n_messages, budget),
             "calls": [asdict(c) for c in self.calls],
         }
 
 
 async def replay(run: Run, session: list[Exchange]) -> RunResult:
     """The session through `run`'s agent, one graph run per exchange, in a fresh flow, owner and session."""
-    model = BenchmarkChatModel(fail_summaries=run.fail_summaries)
+    model = BenchmarkChatModel(fail_summaries=run.fail_summaries, message_numbers=message_numbers(session))
     flow_id, user_id, session_id = uuid.uuid4(), uuid.uuid4(), f"benchmark-{run.key}-{uuid.uuid4().hex[:8]}"
-    result = RunResult(run, len(session), model.calls, completed=0)
+    result = RunResult(run, session, model.calls, completed=0)
+    start = time.perf_counter()
     for exchange in session:
         model.plan = TurnPlan(exchange.index, exchange.reply, exchange.tool_calls, exchange.expression)
+        settings = run.settings(exchange.index, len(session) - 1)
         try:
-            reply = await _exchange(run, model, exchange.user_text, flow_id, user_id, session_id)
+            reply = await _exchange(run, model, exchange.user_text, settings, flow_id, user_id, session_id)
         except Exception as exc:  # noqa: BLE001 - a failed turn is a result to report, not a crash
             result.errors.append(f"exchange {exchange.index}: {type(exc).__name__}: {exc}")
             continue
-        if reply == exchange.reply:
-            result.completed += 1
+        if problem := _unexpected(exchange, reply, model.calls):
+            result.errors.append(f"exchange {exchange.index}: {problem}")
         else:
-            result.errors.append(f"exchange {exchange.index}: unexpected reply {reply[:80]!r}")
+            result.completed += 1
+    result.seconds = time.perf_counter() - start
     return result
 
 
+def _unexpected(exchange: Exchange, reply: str, calls: list[ModelCall]) -> str | None:
+    """What went wrong with the exchange's reply, if anything; `/compact` is answered without an agent call."""
+    if not exchange.compact:
+        return None if reply == exchange.reply else f"unexpected reply {reply[:80]!r}"
+    if not reply.startswith(COMPACT_REPLY_PREFIX):
+        return f"/compact answered with {reply[:80]!r}, not a reply starting {COMPACT_REPLY_PREFIX!r}"
+    if any(c.exchange == exchange.index and c.kind == "agent" for c in calls):
+        return "/compact made an agent model call"
+    return None
+
+
 async def _exchange(
-    run: Run, model: BenchmarkChatModel, text: str, flow_id: uuid.UUID, user_id: uuid.UUID, session_id: str
+    run: Run,
+    model: BenchmarkChatModel,
+    text: str,
+    settings: dict[str, Any],
+    flow_id: uuid.UUID,
+    user_id: uuid.UUID,
+    session_id: str,
 ) -> str:
     from lfx.components.input_output import ChatInput, ChatOutput
     from lfx.components.models_and_agents.agent import AgentComponent
@@ -135,7 +197,7 @@ async def _exchange(
     model_component.chat_model = model
     agent_class = SummarizingAgentComponent if run.summarizing else AgentComponent
     agent = agent_class(_id="agent")
-    agent.set(model=model_component.build_model, input_value=chat_input.message_response, **run.settings)
+    agent.set(model=model_component.build_model, input_value=chat_input.message_response, **settings)
     chat_output = ChatOutput(_id="chat_output")
     chat_output.set(input_value=agent.message_response)
     graph = Graph(chat_input, chat_output, flow_id=str(flow_id), user_id=str(user_id))
@@ -145,7 +207,9 @@ async def _exchange(
     return str(graph.get_vertex("agent").built_object["response"].text)
 
 
-def targets(runs: dict[str, dict[str, Any]], memory: list[PathCost], budget: int) -> list[dict[str, Any]]:
+def targets(
+    runs: dict[str, dict[str, Any]], memory: list[PathCost], memory_error: str | None, budget: int
+) -> list[dict[str, Any]]:
     """The issue's targets, each with the measured value and whether it holds."""
     ours, stock, failing = runs[SUMMARIZING.key], runs[STOCK_100.key], runs[FAILING.key]
     mean_key = f"mean_agent_input_last_{LAST_EXCHANGES}_exchanges"
@@ -184,6 +248,7 @@ def targets(runs: dict[str, dict[str, Any]], memory: list[PathCost], budget: int
             "yes",
             ours["first_facts_in_last_exchange"],
         ),
+        *fidelity_targets(ours),
         _target(
             "failing summarizer: every turn completes",
             f"{failing['turns_completed']}/{failing['exchanges']}",
@@ -197,6 +262,8 @@ def targets(runs: dict[str, dict[str, Any]], memory: list[PathCost], budget: int
             failing["max_history_tokens"] <= budget,
         ),
     ]
+    if memory_error:
+        found.append(_target("get_memory_data() with the flow's model selection runs", memory_error, "no error", False))
     for cost in memory:
         found.append(
             _target(
@@ -219,6 +286,47 @@ def targets(runs: dict[str, dict[str, Any]], memory: list[PathCost], budget: int
     return found
 
 
+def fidelity_targets(ours: dict[str, Any]) -> list[dict[str, Any]]:
+    """Recent messages verbatim as the stock Agent sends them, the previous exchange always, nothing dropped."""
+    window = ours["stock_window"]
+    least = ours["stock_window_verbatim_min_within_budget"]
+    exempt = len(ours["turns_window_over_budget"])
+    missing = ours["previous_exchange_missing_turns"]
+    over_budget = len(ours["previous_exchange_over_budget_turns"])
+    lost = ours["never_reached_again"]
+    return [
+        _target(
+            f"stock window messages sent verbatim, fewest in a turn ({exempt} turns with the window over budget "
+            "not counted)",
+            "no turn" if least is None else least,
+            f"= {window} (the stock window)",
+            least == window,
+        ),
+        _target(
+            "turns without the previous exchange verbatim, but for an exchange alone over the budget (sent cut)",
+            f"{len(missing) - over_budget}"
+            + (
+                f" (exchanges {_list(missing)}; {over_budget} with that exchange alone over the budget)"
+                if missing
+                else ""
+            ),
+            "0",
+            len(missing) == over_budget,
+        ),
+        _target(
+            "stored messages never reached again after leaving the window",
+            f"{len(lost)}" + (f" (messages {_list(lost)})" if lost else ""),
+            "0",
+            not lost,
+        ),
+    ]
+
+
+def _list(numbers: list[int], most: int = 12) -> str:
+    shown = ", ".join(str(n) for n in numbers[:most])
+    return shown + (f", ... {len(numbers) - most} more" if len(numbers) > most else "")
+
+
 def _round_trips(statements: int, commits: int) -> str:
     return f"{_plural(statements, 'statement')} + {_plural(commits, 'commit')}"
 
@@ -238,7 +346,6 @@ def _target(name: str, measured: Any, limit: str, holds: bool, *, percent: bool 
 
 def report_text(report: dict[str, Any]) -> str:
     runs = report["runs"]
-    columns = [run.key for run in RUNS]
     mean_key = f"mean_agent_input_last_{LAST_EXCHANGES}_exchanges"
     rows = [
         ("turns completed", lambda m: f"{m['turns_completed']}/{m['exchanges']}"),
@@ -259,18 +366,40 @@ def report_text(report: dict[str, Any]) -> str:
         ),
         ("max input tokens of a call", lambda m: f"{m['max_input_tokens']:,}"),
         ("first facts in last exchange", lambda m: "yes" if m["first_facts_in_last_exchange"] else "no"),
+        (
+            "verbatim per turn, min / median",
+            lambda m: f"{_number(m['verbatim_min'])} / {_number(m['verbatim_median'])}",
+        ),
+        (
+            "  of the stock window, fewest",
+            lambda m: f"{_number(m['stock_window_verbatim_min_within_budget'])} of {m['stock_window']}",
+        ),
+        ("  turns window over budget", lambda m: str(len(m["turns_window_over_budget"]))),
+        ("previous exchange missing", lambda m: str(len(m["previous_exchange_missing_turns"]))),
+        ("never reached again / left", lambda m: f"{len(m['never_reached_again'])} / {m['left_window']}"),
+        ("out of sight, message-turns", lambda m: f"{m['out_of_sight_message_turns']:,}"),
+        ("replay time", lambda m: f"{m['replay_seconds']:.0f} s"),
     ]
     width = max(len(name) for name, _ in rows) + 2
+    exchanges = report["exchanges"] - 1
     lines = [
         f"Support session on {report['backend']}: {report['exchanges']} exchanges "
-        f"(first message + {report['exchanges'] - 1}); history token budget {report['history_token_budget']:,}",
-        "",
-        " " * width + "".join(f"{runs[key]['label']:>{COLUMN}}" for key in columns),
+        f"(first message + {exchanges}); history token budget {report['history_token_budget']:,}; "
+        f"log pasted at exchange {report['pasted_log_exchange']}",
+        f"Scenarios (Summarizing n=10): switch on from exchange {report['switch_exchange']} of the same session; "
+        f"messages of ~{LONG_MESSAGE_TOKENS:,} tokens; /compact at exchange {report['compact_exchange']}",
+        "Verbatim: stored messages sent whole, per turn once the stock window (n - 1 messages) has filled; "
+        "'of the stock window' leaves out turns whose window alone exceeds the budget (benchmarks/fidelity.py)",
     ]
-    lines += [name.ljust(width) + "".join(f"{show(runs[key]):>{COLUMN}}" for key in columns) for name, show in rows]
-    for key in columns:
-        lines += [f"  {runs[key]['label']}: {error}" for error in runs[key]["errors"]]
+    for table in (MAIN_RUNS, SCENARIOS):
+        columns = [run.key for run in table]
+        lines += ["", " " * width + "".join(f"{runs[key]['label']:>{COLUMN}}" for key in columns)]
+        lines += [name.ljust(width) + "".join(f"{show(runs[key]):>{COLUMN}}" for key in columns) for name, show in rows]
+        for key in columns:
+            lines += [f"  {runs[key]['label']}: {error}" for error in runs[key]["errors"]]
     memory = report["memory_path"]
+    if memory["error"]:
+        lines += ["", f"Memory path failed: {memory['error']}"]
     if memory["sizes"]:
         lines += ["", f"Memory path: get_memory_data() on a turn without a fold, median of {memory['repeats']}:"]
         for cost in memory["sizes"]:
@@ -294,6 +423,10 @@ def report_text(report: dict[str, Any]) -> str:
         for t in report["targets"]
     ]
     return "\n".join(lines)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -339,6 +472,57 @@ def plot(report: dict[str, Any], path: Path) -> None:
     plt.close(figure)
 
 
+def plot_verbatim(report: dict[str, Any], path: Path) -> None:
+    """Stored messages sent verbatim in each turn, against the stock Agent's window at the same `n_messages`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(11, 5.5))
+    # Runs often coincide (before the switch, before the first fold): wide pale lines under narrow dark ones.
+    styles = (
+        ("tab:orange", 5.0, 0.35, "-"),
+        ("tab:blue", 2.5, 0.8, "-"),
+        ("tab:green", 1.5, 0.9, "--"),
+        ("tab:purple", 1.2, 0.9, "-."),
+        ("tab:brown", 1.0, 0.9, ":"),
+    )
+    for run, (colour, width, alpha, line) in zip(VERBATIM_PLOTTED, styles, strict=True):
+        metrics = report["runs"][run.key]
+        turns = [(t, n) for t, n in enumerate(metrics["verbatim_per_turn"]) if n is not None]
+        axes.step(
+            [t for t, _ in turns],
+            [n for _, n in turns],
+            where="mid",
+            color=colour,
+            linewidth=width,
+            alpha=alpha,
+            linestyle=line,
+            label=metrics["label"],
+        )
+    window = report["runs"][SUMMARIZING.key]["stock_window"]
+    axes.axhline(window, color="grey", linestyle="--", linewidth=0.8)
+    axes.annotate(f"stock window ({window})", (0, window), xytext=(4, 4), textcoords="offset points", fontsize=8)
+    for key, label in (
+        ("pasted_log_exchange", "log pasted"),
+        ("compact_exchange", "/compact"),
+        ("switch_exchange", "switch on"),
+    ):
+        at = report[key]
+        axes.axvline(at, color="grey", linestyle=":", linewidth=1)
+        axes.annotate(label, (at, 0), xytext=(4, 4), textcoords="offset points", fontsize=8, color="grey")
+    axes.set_xlabel("exchange")
+    axes.set_ylabel("stored messages sent verbatim")
+    axes.set_title(f"Messages sent verbatim per turn, {report['exchanges']} exchanges ({report['backend']})")
+    axes.set_ylim(bottom=0)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
 def _spread(calls: list[dict[str, Any]]) -> list[tuple[float, int]]:
     """Calls of one exchange spread over it, so each call is its own point."""
     by_exchange: dict[int, list[int]] = {}
@@ -371,34 +555,47 @@ async def amain(argv: list[str] | None = None, *, services_running: bool = False
 
 
 async def _benchmark(args: argparse.Namespace, backend: str, argv: list[str] | None) -> dict[str, Any]:
+    started = time.perf_counter()
     budget = DEFAULT_HISTORY_TOKEN_BUDGET
-    session = support_session(args.exchanges)
-    runs = {run.key: (await replay(run, session)).metrics(budget) for run in RUNS}
+    scripted = sessions(args.exchanges)
+    runs = {run.key: (await replay(run, scripted[run.session])).metrics(budget) for run in RUNS}
     sizes = [int(size) for size in args.memory_sizes.split(",") if size.strip()]
-    memory = await measure_memory_path(sizes, args.repeats)
+    memory: list[PathCost] = []
+    memory_error = None
+    try:
+        memory = await measure_memory_path(sizes, args.repeats)
+    except Exception as exc:  # noqa: BLE001 - a memory path that cannot run is a result to report
+        memory_error = f"{type(exc).__name__}: {exc}"
     state: StateCost | None = await measure_state_io(args.state_sessions, args.repeats) if args.state_sessions else None
     command = " ".join(["python -m benchmarks.support_session", *(sys.argv[1:] if argv is None else argv)])
+    session = scripted[DEFAULT]
     report: dict[str, Any] = {
         "command": command,
         "backend": backend,
         "exchanges": len(session),
         "pasted_log_exchange": log_exchange(args.exchanges),
+        "switch_exchange": switch_exchange(args.exchanges),
+        "compact_exchange": compact_exchange(args.exchanges),
+        "long_message_tokens": LONG_MESSAGE_TOKENS,
         "tool_exchanges": {e.index: e.tool_calls for e in session if e.tool_calls},
         "history_token_budget": budget,
         "runs": runs,
         "memory_path": {
             "repeats": args.repeats,
+            "error": memory_error,
             "sizes": [asdict(cost) for cost in memory],
             "state_io": asdict(state) if state else None,
         },
-        "targets": targets(runs, memory, budget),
+        "targets": targets(runs, memory, memory_error, budget),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"support_session_{backend}"
     stem.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
     plot(report, stem.with_suffix(".png"))
+    verbatim_plot = stem.with_name(f"{stem.name}_verbatim.png")
+    plot_verbatim(report, verbatim_plot)
     print(report_text(report))
-    print(f"\nWrote {stem}.json and {stem}.png")
+    print(f"\nWrote {stem}.json, {stem}.png and {verbatim_plot} in {time.perf_counter() - started:.0f} s")
     return report
 
 
