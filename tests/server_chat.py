@@ -29,7 +29,7 @@ from tests.server_fixtures import LangflowServer
 
 FAST_FOLDS = {
     "summarize_older_messages": True,
-    "n_messages": 2,
+    "n_messages": 3,
     "fold_batch": 2,
     "history_token_budget": 0,
     "add_current_date_tool": False,
