@@ -632,7 +632,7 @@ class Folder:
             return new_state
         # Another run saved first: its state wins and this fold is dropped, with no second model call.
         turn.folded = 0
-        turn.problems.append("another run saved first")
+        turn.problems.append("another run saved the summary first; this turn used its summary")
         winner = await self.store.load_state()
         logger.info("Summarizing Agent: another run saved the summary first; using its version %d", winner.version)
         return winner
