@@ -97,27 +97,27 @@ class MockLanguageModel(BaseLanguageModel, BaseModel):
 
     @override
     def generate_prompt(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        raise AssertionError("the Agent under test never calls this method of a connected model")
 
     @override
     async def agenerate_prompt(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        raise AssertionError("the Agent under test never calls this method of a connected model")
 
     @override
     def predict(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        raise AssertionError("the Agent under test never calls this method of a connected model")
 
     @override
     def predict_messages(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        raise AssertionError("the Agent under test never calls this method of a connected model")
 
     @override
     async def apredict(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        raise AssertionError("the Agent under test never calls this method of a connected model")
 
     @override
     async def apredict_messages(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        raise AssertionError("the Agent under test never calls this method of a connected model")
 
     def bind_tools(self, tools: list) -> MockLanguageModel:  # type: ignore[override]
         self.tools = tools
