@@ -171,7 +171,7 @@ async def _store_session(scope: _Scope, size: int) -> Any:
     from langflow.services.database.models.message.model import MessageTable
     from langflow.services.deps import session_scope
 
-    from langflow_summarizing_agent.session_memory import asave_session_memory_state
+    from langflow_summarizing_agent.session_memory import LangflowStore
     from langflow_summarizing_agent.state import Cursor, MemoryState
 
     start = datetime.now(timezone.utc) - timedelta(seconds=size)
@@ -201,11 +201,10 @@ async def _store_session(scope: _Scope, size: int) -> Any:
         summary=SUMMARY_TEXT,
         pinned=dict(PINNED),
         cursor=Cursor(covered.timestamp, str(covered.id)),
-        absorbed_count=size - 1 - STOCK_N_MESSAGES,
+        folded_count=size - 1 - STOCK_N_MESSAGES,
     )
-    saved = await asave_session_memory_state(
-        state, flow_id=scope.flow_id, user_id=scope.user_id, session_id=scope.session_id, expected_version=0
-    )
+    store = LangflowStore().session(flow_id=scope.flow_id, user_id=scope.user_id, session_id=scope.session_id)
+    saved = await store.save_state(state, expected_version=0)
     if not saved:
         msg = "could not store the benchmark session's memory state"
         raise RuntimeError(msg)
@@ -220,14 +219,14 @@ async def measure_state_io(sessions: int, repeats: int) -> StateCost:
 
 
 async def _measure_state_io(scopes: list[_Scope], repeats: int) -> StateCost:
-    from langflow_summarizing_agent.session_memory import aget_session_memory_state, asave_session_memory_state
+    from langflow_summarizing_agent.session_memory import LangflowStore
 
     scope = scopes[len(scopes) // 2]
-    ids = {"flow_id": scope.flow_id, "user_id": scope.user_id, "session_id": scope.session_id}
+    store = LangflowStore().session(flow_id=scope.flow_id, user_id=scope.user_id, session_id=scope.session_id)
 
     async def read() -> Any:
-        state = await aget_session_memory_state(**ids)
-        if state is None:
+        state = await store.load_state()
+        if state.row_id is None or not state.summary:
             msg = "the stored benchmark state was not found"
             raise RuntimeError(msg)
         return state
@@ -235,7 +234,7 @@ async def _measure_state_io(scopes: list[_Scope], repeats: int) -> StateCost:
     state = await read()
 
     async def write() -> None:
-        if not await asave_session_memory_state(state, **ids, expected_version=state.version):
+        if not await store.save_state(state, expected_version=state.version):
             msg = "the benchmark's compare-and-swap write lost against nobody"
             raise RuntimeError(msg)
 
@@ -269,7 +268,8 @@ async def _median_call(call: Callable[[], Awaitable[Any]], scope: _Scope, repeat
 
 
 async def _store_states(sessions: int) -> list[_Scope]:
-    """`sessions` state rows: 100 sessions per flow, each flow with its own owner."""
+    """`sessions` state rows, each session with one message: 100 sessions per flow, each flow with its own owner."""
+    from langflow.services.database.models.message.model import MessageTable
     from langflow.services.deps import get_db_service
     from sqlalchemy import insert
 
@@ -293,7 +293,7 @@ async def _store_states(sessions: int) -> list[_Scope]:
             "context_id": NO_CONTEXT,
             "summary": SUMMARY_TEXT,
             "pinned": PINNED,
-            "absorbed_count": 100,
+            "folded_count": 100,
             "version": 1,
             "failed_folds": 0,
             "created_at": now,
@@ -301,10 +301,31 @@ async def _store_states(sessions: int) -> list[_Scope]:
         }
         for s in scopes
     ]
-    table = SessionMemoryStateTable.__table__
+    messages = [
+        {
+            "id": uuid.uuid4(),
+            "flow_id": s.flow_id,
+            "user_id": s.user_id,
+            "session_id": s.session_id,
+            "sender": "User",
+            "sender_name": "User",
+            "text": "hello",
+            "timestamp": now,
+            "files": [],
+            "error": False,
+            "edit": False,
+            "is_output": False,
+            "category": "message",
+            "properties": {},
+            "content_blocks": [],
+        }
+        for s in scopes
+    ]
+    tables = [(SessionMemoryStateTable.__table__, rows), (MessageTable.__table__, messages)]
     async with get_db_service().engine.begin() as connection:
-        for start in range(0, len(rows), 1_000):
-            await connection.execute(insert(table), rows[start : start + 1_000])
+        for table, values in tables:
+            for start in range(0, len(values), 1_000):
+                await connection.execute(insert(table), values[start : start + 1_000])
     await _analyze()
     return scopes
 

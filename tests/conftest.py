@@ -13,6 +13,7 @@ import pytest
 import pytest_asyncio
 
 from benchmarks.services import langflow_environment
+from langflow_summarizing_agent.state import MemoryState
 from tests.postgres_database import fresh_postgres_database
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -24,6 +25,9 @@ from tests.postgres_database import fresh_postgres_database
 # Tests that need only one backend: `@pytest.mark.parametrize("langflow_db", ["sqlite"], indirect=True)`.
 # Tests share the database; keep them apart with the fresh ids of `memory_scope`.
 # ---------------------------------------------------------------------------------------------------------------
+
+STORE_IN_MEMORY = "memory"
+"""A `langflow_db` parameter for the store contract suite only: the in-memory fake store, no Langflow services."""
 
 LANGFLOW_BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
@@ -52,7 +56,7 @@ class MemoryScope:
         return cls(uuid.uuid4(), uuid.uuid4(), f"session-{uuid.uuid4().hex[:8]}")
 
     def kwargs(self, **overrides: Any) -> dict[str, Any]:
-        """Keyword arguments of the session_memory functions for this scope."""
+        """Keyword arguments of `LangflowStore().session()` for this scope."""
         return {"flow_id": self.flow_id, "user_id": self.user_id, "session_id": self.session_id, **overrides}
 
 
@@ -66,6 +70,10 @@ async def langflow_db(
     import langflow_summarizing_agent.models  # noqa: F401
 
     backend: str = request.param
+    if backend == STORE_IN_MEMORY:
+        # The contract suite's third backend: no Langflow services (the previous backend's are stopped already).
+        yield LangflowDatabase(backend=backend, url="")
+        return
     config_dir = tmp_path_factory.mktemp(f"langflow-{backend}")
     with ExitStack() as stack:
         if backend == "postgres":
@@ -78,6 +86,17 @@ async def langflow_db(
             yield LangflowDatabase(backend=backend, url=url)
         finally:
             await _stop_langflow_services()
+
+
+async def stored_state(
+    *, flow_id: Any, user_id: Any, session_id: str, context_id: str | None = None
+) -> MemoryState | None:
+    """A scope's state as a turn loads it from Langflow's database; None when no row is stored."""
+    from langflow_summarizing_agent.session_memory import LangflowStore
+
+    store = LangflowStore().session(flow_id=flow_id, user_id=user_id, session_id=session_id, context_id=context_id)
+    state = await store.load_state()
+    return None if state.row_id is None else state
 
 
 @pytest.fixture

@@ -14,11 +14,10 @@ from langchain_core.messages import HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from lfx.exceptions.component import ComponentBuildError
 
-from langflow_summarizing_agent import session_memory as sm
 from langflow_summarizing_agent.agent_memory import MAX_PINNED_KEYS
 from langflow_summarizing_agent.fold import CUT_MARKER, MAX_MESSAGE_CHARS, SUMMARY_PREFIX
 from tests.agent_runs import ChatSession
-from tests.conftest import LangflowDatabase, MemoryScope
+from tests.conftest import LangflowDatabase, MemoryScope, stored_state
 from tests.scripted_model import quoted_batch, scripted_session
 
 ON = {"summarize_older_messages": True, "n_messages": 4, "fold_batch": 2, "history_token_budget": 0}
@@ -46,7 +45,7 @@ def assert_unchanged(before: dict[str, tuple[Any, ...]], after: dict[str, tuple[
 
 
 async def state_of(chat: ChatSession):
-    return await sm.aget_session_memory_state(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
+    return await stored_state(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
 
 
 async def refused(chat: ChatSession, text: str = "Hello again") -> str:
@@ -189,7 +188,7 @@ async def test_messages_with_files_and_no_text_are_sent_and_folded_safely(
 
     state = await state_of(chat)
     assert state is not None
-    assert state.absorbed_count >= 3
+    assert state.folded_count >= 3
     assert state.pinned == {"project_id": "PRJ-123"}
     folded = [item for _, data in chat.model.fold_prompts for item in quoted_batch(data)]
     assert {"role": "user", "text": "", "files": ["architecture.png"]} in folded

@@ -17,19 +17,18 @@ import pytest
 import sqlalchemy as sa
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from langflow_summarizing_agent import session_memory as sm
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX
 from langflow_summarizing_agent.models import TABLE_NAME
 from langflow_summarizing_agent.state import MemoryState
 from tests.agent_runs import FOLD_EACH_TURN, ChatSession
-from tests.conftest import LangflowDatabase
+from tests.conftest import LangflowDatabase, stored_state
 from tests.scripted_model import scripted_session
 
 FIRST = "I'm working on project PRJ-123 on the EU cluster."
 
 
 async def state_of(chat: ChatSession) -> MemoryState:
-    state = await sm.aget_session_memory_state(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
+    state = await stored_state(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
     assert state is not None
     return state
 
@@ -40,7 +39,7 @@ async def fold_once_then(chat: ChatSession) -> MemoryState:
     await chat.say("The deploy fails with error E001.")
     await chat.say("It still fails after a restart.")
     state = await state_of(chat)
-    assert state.absorbed_count == 2
+    assert state.folded_count == 2
     assert state.pinned == {"project_id": "PRJ-123", "cluster": "EU cluster"}
     return state
 
@@ -52,11 +51,11 @@ def history_texts(call: list) -> list[str]:
 
 
 def assert_kept(before: MemoryState, after: MemoryState) -> None:
-    assert (after.summary, after.pinned, after.cursor, after.absorbed_count) == (
+    assert (after.summary, after.pinned, after.cursor, after.folded_count) == (
         before.summary,
         before.pinned,
         before.cursor,
-        before.absorbed_count,
+        before.folded_count,
     )
 
 
@@ -130,7 +129,7 @@ async def test_pinned_values_of_the_wrong_type_are_ignored_and_the_rest_of_the_f
     after = await state_of(chat)
     assert after.pinned == before.pinned
     assert after.summary == "- new"
-    assert after.absorbed_count == before.absorbed_count + 2
+    assert after.folded_count == before.folded_count + 2
     assert "Ignoring pinned value of type dict for key 'project_id'" in caplog.text
     assert "Ignoring pinned value of type list for key 'cluster'" in caplog.text
 
@@ -151,7 +150,7 @@ async def test_over_long_summary_is_clipped_to_the_word_budget(
     assert len(after.summary.split()) <= 51
     assert after.summary.endswith("…")
     assert after.pinned == before.pinned
-    assert after.absorbed_count == before.absorbed_count + 2
+    assert after.folded_count == before.folded_count + 2
     assert "clipped" in caplog.text
     summary_message = chat.model.agent_calls[-1][1]
     assert isinstance(summary_message, HumanMessage)
@@ -228,21 +227,38 @@ async def test_state_read_failure_falls_back_to_last_n_and_logs_the_error(
     assert_kept(before, await state_of(chat))
 
 
-async def test_state_save_failure_falls_back_to_last_n_and_logs_the_error(
+async def test_a_state_save_failure_counts_as_a_failed_fold_and_backs_off(
     langflow_db: LangflowDatabase, caplog: pytest.LogCaptureFixture
 ) -> None:
     chat = scripted_session(FOLD_EACH_TURN)
     before = await fold_once_then(chat)
+    folds = len(chat.model.fold_calls)
 
     async with state_saves_fail(langflow_db, chat.session_id):
-        with caplog.at_level(logging.ERROR, logger="langflow_summarizing_agent"):
+        with caplog.at_level(logging.WARNING, logger="langflow_summarizing_agent"):
             reply = await chat.say("Any other idea?")
 
     assert reply.strip() == "Noted."
-    assert_stock_last_n(chat)
-    assert "session memory unavailable" in chat.last_agent.status
+    assert len(chat.model.fold_calls) == folds + 1
+    status = chat.last_agent.status
+    assert "the summary could not be saved" in status
+    assert "counted as failed fold 1" in status
     assert "simulated write failure" in caplog.text
     assert_kept(before, await state_of(chat))
-    # Once the database recovers, the next turn folds again.
+    # Nothing lost: the stored summary, then every later message verbatim.
+    history = history_texts(chat.model.agent_calls[-1])
+    assert history[0].startswith(SUMMARY_PREFIX)
+    assert history[1:] == [
+        "The deploy fails with error E001.",
+        "Noted.",
+        "It still fails after a restart.",
+        "Noted.",
+    ]
+
+    # The database is back, but the back-off holds: no summary call until it ends, and the status says so.
     await chat.say("And now?")
-    assert (await state_of(chat)).absorbed_count > before.absorbed_count
+    assert len(chat.model.fold_calls) == folds + 1
+    assert "next try after" in chat.last_agent.status
+    # /compact does not wait for the back-off.
+    await chat.say("/compact")
+    assert (await state_of(chat)).folded_count > before.folded_count

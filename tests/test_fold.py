@@ -17,6 +17,7 @@ from langflow_summarizing_agent.fold import (
     Folder,
     FoldOutputError,
     FoldSettings,
+    SaveFailures,
     clip_words,
     merge_pinned,
     message_tokens,
@@ -83,7 +84,7 @@ async def test_a_full_batch_of_older_messages_folds_once_and_leaves_the_window_v
     # The stock Agent's window at n_messages=10: the newest 9 messages before the current input.
     assert ids(turn.verbatim) == ids(store.messages[-9:])
     assert store.state.cursor == store.messages[19].cursor
-    assert store.state.absorbed_count == 20
+    assert store.state.folded_count == 20
     assert store.state.pinned == {"project_id": "PRJ-123", "cluster": "EU cluster"}
     assert turn.summary_text.startswith(SUMMARY_PREFIX)
     assert "- project_id: PRJ-123" in turn.summary_text
@@ -188,7 +189,7 @@ async def test_a_failed_fold_keeps_the_previous_state_and_still_returns_history(
     assert turn.problems and "summary fold failed" in turn.problems[0]
     assert store.state.cursor == before.cursor
     assert store.state.summary == before.summary
-    assert store.state.absorbed_count == before.absorbed_count
+    assert store.state.folded_count == before.folded_count
     assert ids(turn.verbatim) == ids(store.messages[20:])
     assert "PRJ-123" in turn.summary_text
 
@@ -213,6 +214,45 @@ async def test_a_failing_summarizer_backs_off_instead_of_failing_every_turn():
     turn = await run_turns(store, RecordingSummarizer(), fold_settings, 1, now=lambda: clock[0])
     assert turn.folded > 0
     assert store.state.failed_folds == 0
+
+
+class SaveFailingStore(InMemoryStore):
+    """A store that reads but cannot write, as a read-only replica or a locked database file."""
+
+    async def save_state(self, state: MemoryState, expected_version: int) -> bool:
+        raise OSError("database is locked")
+
+
+async def test_a_failed_save_counts_as_a_failed_fold_and_backs_off():
+    clock = [datetime(2026, 1, 1, tzinfo=timezone.utc)]
+    store = SaveFailingStore(make_messages([f"message {i}" for i in range(10 + 20)]))
+    summarizer = RecordingSummarizer()
+    failures = SaveFailures()
+    fold_settings = settings()
+
+    turn = await run_turns(store, summarizer, fold_settings, 1, now=lambda: clock[0], save_failures=failures)
+    assert summarizer.calls == 1
+    assert turn.folded == 0
+    assert any("could not be saved (OSError: database is locked)" in p for p in turn.problems)
+    assert "counted as failed fold 1" in " ".join(turn.problems)
+    # Nothing was folded, so every older message still reaches the model, verbatim or counted as not summarized.
+    assert len(turn.verbatim) + turn.not_summarized == len(store.messages)
+
+    for _ in range(5):
+        turn = await run_turns(store, summarizer, fold_settings, 1, now=lambda: clock[0], save_failures=failures)
+    assert summarizer.calls == 1
+    assert any("failed 1 time(s) in a row; next try after" in p for p in turn.problems)
+
+    clock[0] += timedelta(minutes=1)
+    turn = await run_turns(store, summarizer, fold_settings, 1, now=lambda: clock[0], save_failures=failures)
+    assert summarizer.calls == 2
+    assert "counted as failed fold 2" in " ".join(turn.problems)
+
+    working = InMemoryStore(list(store.messages))
+    clock[0] += timedelta(hours=2)
+    turn = await run_turns(working, summarizer, fold_settings, 1, now=lambda: clock[0], save_failures=failures)
+    assert turn.folded > 0
+    assert working.state.failed_folds == 0
 
 
 async def test_verbatim_part_stays_bounded_while_folds_keep_failing():
@@ -243,7 +283,7 @@ async def test_losing_the_save_race_uses_the_winner_without_a_second_model_call(
                 other = await store.load_state()
                 other.summary = winner_summary
                 other.cursor = store.messages[19].cursor
-                other.absorbed_count = 20
+                other.folded_count = 20
                 await store.save_state(other, expected_version=0)
             return answer
 
@@ -278,7 +318,7 @@ async def test_catch_up_on_a_long_session_makes_a_bounded_number_of_calls_per_tu
         assert summarizer.calls - calls_before <= 3
         turns += 1
     assert turns <= 3_000 // 180 + 2
-    assert store.state.absorbed_count + len(turn.verbatim) == 3_000
+    assert store.state.folded_count + len(turn.verbatim) == 3_000
 
 
 async def test_token_budget_folds_early_and_bounds_the_history_part():
@@ -437,7 +477,7 @@ async def test_the_window_goes_whole_even_where_an_earlier_fold_took_part_of_it(
     store = session(30)
     summarizer = RecordingSummarizer()
     # A state left by an earlier version that folded into the window: everything but the last 3 messages.
-    store.state = replace(MemoryState(summary="- earlier", cursor=store.messages[26].cursor, absorbed_count=27))
+    store.state = replace(MemoryState(summary="- earlier", cursor=store.messages[26].cursor, folded_count=27))
 
     turn = await Folder(store, summarizer, settings()).prepare_history()
 

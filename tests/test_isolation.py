@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from langflow_summarizing_agent import session_memory as sm
 from langflow_summarizing_agent.api import ROUTE_PREFIX
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX
 from langflow_summarizing_agent.models import SessionMemoryStateTable
+from langflow_summarizing_agent.session_memory import LangflowStore
 from langflow_summarizing_agent.state import MemoryState
 from tests.agent_runs import FOLD_EACH_TURN, ChatSession
 from tests.conftest import LangflowDatabase, MemoryScope
@@ -85,30 +86,34 @@ async def test_another_user_flow_or_context_on_the_same_session_id_never_touches
 
 
 @pytest.mark.parametrize("other", ["user", "flow", "context"])
-async def test_data_functions_never_cross_user_flow_or_context(memory_scope: MemoryScope, other: str) -> None:
+async def test_the_store_never_crosses_user_flow_or_context(
+    memory_scope: MemoryScope, insert_messages, other: str
+) -> None:
+    store = LangflowStore()
     owner = memory_scope.kwargs(context_id="ctx-a")
-    assert await sm.asave_session_memory_state(MemoryState(summary="owner's"), **owner, expected_version=0)
     intruder = {
         "user": memory_scope.kwargs(context_id="ctx-a", user_id=uuid.uuid4()),
         "flow": memory_scope.kwargs(context_id="ctx-a", flow_id=uuid.uuid4()),
         "context": memory_scope.kwargs(context_id="ctx-b"),
     }[other]
+    for ids in (owner, intruder):
+        scope = MemoryScope(ids["flow_id"], ids["user_id"], ids["session_id"])
+        await insert_messages(scope, [(datetime.now(timezone.utc), "hello")], context_id=ids["context_id"])
+    assert await store.session(**owner).save_state(MemoryState(summary="owner's"), expected_version=0)
+    owners = await store.session(**owner).load_state()
 
-    assert await sm.aget_session_memory_state(**intruder) is None
-    assert await sm.LangflowSessionStore(**intruder).load_state() == MemoryState()
-    assert not await sm.asave_session_memory_state(MemoryState(summary="hijack"), **intruder, expected_version=1)
+    assert await store.session(**intruder).load_state() == MemoryState()
+    hijack = replace(owners, summary="hijack")
+    assert not await store.session(**intruder).save_state(hijack, expected_version=owners.version)
     if other != "context":
         # A purge covers every context of a session by design; it only ever reaches the caller's flow and owner.
         purge = {"flow_id": intruder["flow_id"], "user_id": intruder["user_id"]}
-        assert await sm.adelete_session_memory_states(**purge, session_ids=[memory_scope.session_id]) == 0
-    assert await sm.asave_session_memory_state(MemoryState(summary="own"), **intruder, expected_version=0)
+        assert await store.purge_sessions(**purge, session_ids=[memory_scope.session_id]) == 0
+    assert await store.session(**intruder).save_state(MemoryState(summary="own"), expected_version=0)
 
-    stored = await sm.aget_session_memory_state(**owner)
-    assert stored is not None
+    stored = await store.session(**owner).load_state()
     assert (stored.summary, stored.version) == ("owner's", 1)
-    own = await sm.aget_session_memory_state(**intruder)
-    assert own is not None
-    assert own.summary == "own"
+    assert (await store.session(**intruder).load_state()).summary == "own"
 
 
 # Through the HTTP API and the monitor's delete route

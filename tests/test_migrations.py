@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from langflow_summarizing_agent import migrate, session_memory
+from langflow_summarizing_agent import migrate
 from langflow_summarizing_agent.models import SCOPE_CONSTRAINT, TABLE_NAME
-from tests.conftest import LangflowDatabase, restart_langflow_services
+from tests.conftest import LangflowDatabase, restart_langflow_services, stored_state
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIRST_REVISION = REPO_ROOT / "migrations" / "versions" / "3f9c1a7e5b20_create_session_memory_state.py"
@@ -114,7 +114,7 @@ async def test_first_use_applies_migrations(langflow_db: LangflowDatabase) -> No
     assert migrate.current(langflow_db.url) is None
 
     ids = {"flow_id": uuid.uuid4(), "user_id": uuid.uuid4(), "session_id": "first-use"}
-    assert await session_memory.aget_session_memory_state(**ids) is None
+    assert await stored_state(**ids) is None
 
     assert migrate.current(langflow_db.url) == migrate.head()
 

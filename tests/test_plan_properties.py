@@ -180,7 +180,7 @@ class SessionSummarizer(RecordingSummarizer):
         """Another run folded up to the first message of this batch and saved first."""
         other = await self.store.load_state()
         first = next(m for m in self.store.messages if m.id == fold_batch_ids(prompt)[0])
-        other.absorbed_count += sum(1 for m in self.store.messages if not other.covers(m) and m.cursor <= first.cursor)
+        other.folded_count += sum(1 for m in self.store.messages if not other.covers(m) and m.cursor <= first.cursor)
         other.summary = "- the winner's summary"
         other.cursor = first.cursor
         other.failed_folds = 0
@@ -459,7 +459,7 @@ async def test_what_a_new_summary_pushes_out_of_the_window_is_folded_in_the_same
 async def test_a_summary_message_cut_to_fit_the_budget_keeps_its_note():
     store = InMemoryStore(make_messages(["a"] + [tagged_text(i, 200) for i in range(1, 5)] + ["b" * 100, "c" * 100]))
     urls = " ".join(["https://example.com/a/very/long/path/to/a/ticket"] * 20)
-    store.state = MemoryState(summary=f"- {urls}", cursor=store.messages[0].cursor, absorbed_count=1, version=1)
+    store.state = MemoryState(summary=f"- {urls}", cursor=store.messages[0].cursor, folded_count=1, version=1)
     chosen = FoldSettings(n_messages=3, fold_batch=20, summary_words=20, history_token_budget=300)
 
     turn = await Folder(store, RecordingSummarizer([RuntimeError("down")]), chosen).prepare_history()

@@ -9,10 +9,9 @@ import json
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from langflow_summarizing_agent import session_memory as sm
 from langflow_summarizing_agent.fold import FOLD_SYSTEM_PROMPT, SUMMARY_PREFIX
 from tests.agent_runs import FOLD_EACH_TURN, PINNED_KEYS, QUIET_AGENT, ChatSession
-from tests.conftest import LangflowDatabase
+from tests.conftest import LangflowDatabase, stored_state
 from tests.scripted_model import quoted_batch, scripted_session
 
 INJECTIONS = [
@@ -24,7 +23,7 @@ INJECTIONS = [
 
 
 async def state_of(chat: ChatSession):
-    state = await sm.aget_session_memory_state(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
+    state = await stored_state(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
     assert state is not None
     return state
 

@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import delete, select, update
 
 from langflow_summarizing_agent import lifecycle
-from langflow_summarizing_agent import session_memory as sm
 from langflow_summarizing_agent.models import SessionMemoryStateTable
+from langflow_summarizing_agent.session_memory import LangflowStore, StateRows
 from langflow_summarizing_agent.state import Cursor, MemoryState
 from tests.conftest import MemoryScope
 from tests.server_chat import ServerChat
@@ -47,10 +47,10 @@ async def save_folded(scope: MemoryScope, cursor_message: Any, *, context_id: st
         summary=f"summary up to {cursor_message.text}",
         pinned={"project_id": "PRJ-1"},
         cursor=Cursor(cursor_message.timestamp, str(cursor_message.id)),
-        absorbed_count=2,
+        folded_count=2,
         **kw,
     )
-    assert await sm.asave_session_memory_state(state, **scope.kwargs(context_id=context_id), expected_version=0)
+    assert await LangflowStore().session(**scope.kwargs(context_id=context_id)).save_state(state, expected_version=0)
 
 
 async def state_rows(flow_id: uuid.UUID) -> list[tuple[str, str, str]]:
@@ -215,7 +215,8 @@ async def test_deleting_every_message_deletes_a_state_without_cursor(
     listeners: None, memory_scope: MemoryScope, insert_messages
 ) -> None:
     messages = await insert_messages(memory_scope, [(at(0), "only")])
-    assert await sm.asave_session_memory_state(MemoryState(failed_folds=2), **memory_scope.kwargs(), expected_version=0)
+    store = LangflowStore().session(**memory_scope.kwargs())
+    assert await store.save_state(MemoryState(failed_folds=2), expected_version=0)
 
     await delete_message_ids([messages[0].id])
 
@@ -263,12 +264,13 @@ async def session_state_count(session: Any, scope: MemoryScope) -> int:
 
 
 def break_the_summary_delete(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(connection: Any, plan: Any) -> None:
+    def broken(rows: StateRows, plan: Any, **_: Any) -> int:
         from sqlalchemy import text
 
-        connection.execute(text("SELECT * FROM no_such_table_for_summaries"))
+        rows.connection.execute(text("SELECT * FROM no_such_table_for_summaries"))
+        return 0
 
-    monkeypatch.setattr(lifecycle, "_apply_message_delete", broken)
+    monkeypatch.setattr(StateRows, "apply_message_delete", broken)
 
 
 async def test_a_failure_in_the_listener_does_not_fail_langflows_delete(
@@ -284,7 +286,7 @@ async def test_a_failure_in_the_listener_does_not_fail_langflows_delete(
     assert "could not delete the summaries of deleted messages" in caplog.text
     assert "ignored and rebuilt only if its cursor message is no longer in its session" in caplog.text
     # The lazy check is the backstop: the cursor message is gone, so the state is not used.
-    assert (await sm.LangflowSessionStore(**memory_scope.kwargs()).load_state()).summary == ""
+    assert (await LangflowStore().session(**memory_scope.kwargs()).load_state()).summary == ""
 
 
 async def test_after_a_failed_delete_a_summary_whose_cursor_message_remains_stays_in_use(
@@ -299,7 +301,7 @@ async def test_after_a_failed_delete_a_summary_whose_cursor_message_remains_stay
     assert await message_texts(memory_scope) == ["second", "third", "fourth"]
     assert "otherwise its summary stays in use" in caplog.text
     # As the log says: the lazy check does not catch a folded message deleted before the cursor.
-    state = await sm.LangflowSessionStore(**memory_scope.kwargs()).load_state()
+    state = await LangflowStore().session(**memory_scope.kwargs()).load_state()
     assert state.summary == "summary up to second"
 
 
@@ -320,7 +322,7 @@ async def test_a_renamed_session_keeps_its_summary_under_the_new_id(
         (renamed, "", "summary up to second"),
         (renamed, "ctx", "summary up to second"),
     ]
-    state = await sm.LangflowSessionStore(**memory_scope.kwargs(session_id=renamed)).load_state()
+    state = await LangflowStore().session(**memory_scope.kwargs(session_id=renamed)).load_state()
     assert (state.summary, state.cursor) == ("summary up to second", Cursor(at(1), str(messages[1].id)))
 
 

@@ -1,4 +1,7 @@
-"""Session memory on Langflow's real database (SQLite and Postgres): state row, CAS, scope, message reads, purge."""
+"""What only the database store has: row locks, the unique key, Langflow's graph scope, one-statement turns.
+
+The rules every store keeps (scope, cursor, ties, compare-and-swap, purge, rename) are in `test_store_contract.py`.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from langflow_summarizing_agent import session_memory as sm
 from langflow_summarizing_agent.models import SessionMemoryStateTable
 from langflow_summarizing_agent.state import Cursor, MemoryState
-from tests.conftest import LangflowDatabase, MemoryScope
+from tests.conftest import LangflowDatabase, MemoryScope, stored_state
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -49,107 +52,16 @@ def graph_run(flow_id: uuid.UUID | None, owner_id: uuid.UUID | None) -> Iterator
         reset_current_flow_id(flow_token)
 
 
+def store_of(ids: dict, **extra) -> sm.LangflowSessionStore:
+    return sm.LangflowStore().session(**ids, **extra)
+
+
+async def save(ids: dict, state: MemoryState, expected_version: int) -> bool:
+    return await store_of(ids).save_state(state, expected_version=expected_version)
+
+
 def sync_engine(langflow_db: LangflowDatabase) -> sa.Engine:
     return sa.create_engine(langflow_db.url, poolclass=sa.pool.NullPool)
-
-
-# State row: insert and compare-and-swap
-
-
-async def test_insert_then_compare_and_swap(memory_scope: MemoryScope) -> None:
-    first = MemoryState(summary="first")
-    assert await sm.asave_session_memory_state(first, **memory_scope.kwargs(), expected_version=0)
-    assert first.version == 1
-
-    assert not await sm.asave_session_memory_state(
-        MemoryState(summary="dup"), **memory_scope.kwargs(), expected_version=0
-    )
-    assert await sm.asave_session_memory_state(
-        MemoryState(summary="second"), **memory_scope.kwargs(), expected_version=1
-    )
-    assert not await sm.asave_session_memory_state(
-        MemoryState(summary="stale"), **memory_scope.kwargs(), expected_version=1
-    )
-
-    stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
-    assert stored is not None
-    assert (stored.summary, stored.version) == ("second", 2)
-
-
-async def test_state_round_trips_every_field(memory_scope: MemoryScope) -> None:
-    cursor = Cursor(at(3.000123), str(uuid.uuid4()))
-    retry_after = datetime(2026, 5, 1, 8, 30, tzinfo=timezone(timedelta(hours=2)))
-    state = MemoryState(
-        summary="- the user runs PRJ-7",
-        pinned={"project_id": "PRJ-7", "cluster": "EU cluster"},
-        cursor=cursor,
-        absorbed_count=12,
-        summary_model="gpt-4o-mini",
-        failed_folds=2,
-        retry_after=retry_after,
-    )
-    assert await sm.asave_session_memory_state(state, **memory_scope.kwargs(), expected_version=0)
-
-    stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
-    assert stored is not None
-    assert stored.cursor == cursor
-    assert stored.retry_after == retry_after
-    assert stored.retry_after.tzinfo is not None
-    assert (stored.summary, stored.pinned, stored.absorbed_count, stored.summary_model, stored.failed_folds) == (
-        state.summary,
-        state.pinned,
-        12,
-        "gpt-4o-mini",
-        2,
-    )
-    assert stored.updated_at == state.updated_at
-
-
-async def test_version_only_increases(memory_scope: MemoryScope) -> None:
-    seen = []
-    for expected in [0, 1, 0, 2, 1, 3, 2, 4]:
-        await sm.asave_session_memory_state(
-            MemoryState(summary=f"v{expected}"), **memory_scope.kwargs(), expected_version=expected
-        )
-        stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
-        assert stored is not None
-        seen.append(stored.version)
-    assert seen == [1, 2, 2, 3, 3, 4, 4, 5]
-
-
-async def test_concurrent_writers_on_one_version_exactly_one_wins(memory_scope: MemoryScope) -> None:
-    assert await sm.asave_session_memory_state(MemoryState(summary="base"), **memory_scope.kwargs(), expected_version=0)
-
-    results = await asyncio.gather(
-        *(
-            sm.asave_session_memory_state(
-                MemoryState(summary=f"writer {n}"), **memory_scope.kwargs(), expected_version=1
-            )
-            for n in range(6)
-        )
-    )
-
-    assert results.count(True) == 1
-    stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
-    assert stored is not None
-    assert stored.version == 2
-    assert stored.summary == f"writer {results.index(True)}"
-
-
-async def test_concurrent_first_inserts_exactly_one_wins(memory_scope: MemoryScope) -> None:
-    results = await asyncio.gather(
-        *(
-            sm.asave_session_memory_state(
-                MemoryState(summary=f"writer {n}"), **memory_scope.kwargs(), expected_version=0
-            )
-            for n in range(6)
-        )
-    )
-
-    assert results.count(True) == 1
-    stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
-    assert stored is not None
-    assert (stored.version, stored.summary) == (1, f"writer {results.index(True)}")
 
 
 async def _wait_for_lock_waiters(admin: psycopg.AsyncConnection, count: int) -> None:
@@ -170,9 +82,13 @@ def _libpq_url(url: str) -> str:
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("langflow_db", ["postgres"], indirect=True)
-async def test_postgres_writers_racing_on_one_version(langflow_db: LangflowDatabase, memory_scope: MemoryScope) -> None:
+async def test_postgres_writers_racing_on_one_version(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
+) -> None:
     """Two writers on two connections, both in flight on the same version: one wins, the other sees False."""
-    assert await sm.asave_session_memory_state(MemoryState(summary="base"), **memory_scope.kwargs(), expected_version=0)
+    await insert_messages(memory_scope, [(at(0), "hello")])
+    base = MemoryState(summary="base")
+    assert await save(memory_scope.kwargs(), base, 0)
 
     async with (
         await psycopg.AsyncConnection.connect(_libpq_url(langflow_db.url)) as blocker,
@@ -184,11 +100,7 @@ async def test_postgres_writers_racing_on_one_version(langflow_db: LangflowDatab
             (memory_scope.flow_id, memory_scope.session_id),
         )
         writers = [
-            asyncio.create_task(
-                sm.asave_session_memory_state(
-                    MemoryState(summary=f"writer {n}"), **memory_scope.kwargs(), expected_version=1
-                )
-            )
+            asyncio.create_task(save(memory_scope.kwargs(), dataclasses.replace(base, summary=f"writer {n}"), 1))
             for n in range(2)
         ]
         await _wait_for_lock_waiters(observer, 2)
@@ -196,15 +108,18 @@ async def test_postgres_writers_racing_on_one_version(langflow_db: LangflowDatab
         results = await asyncio.gather(*writers)
 
     assert sorted(results) == [False, True]
-    loser_view = await sm.aget_session_memory_state(**memory_scope.kwargs())
+    loser_view = await stored_state(**memory_scope.kwargs())
     assert loser_view is not None
     assert (loser_view.version, loser_view.summary) == (2, f"writer {results.index(True)}")
 
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("langflow_db", ["postgres"], indirect=True)
-async def test_postgres_first_inserts_racing(langflow_db: LangflowDatabase, memory_scope: MemoryScope) -> None:
+async def test_postgres_first_inserts_racing(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
+) -> None:
     """Two first inserts of one scope, both waiting on the unique key: one row, one True."""
+    await insert_messages(memory_scope, [(at(0), "hello")])
     async with (
         await psycopg.AsyncConnection.connect(_libpq_url(langflow_db.url)) as blocker,
         await psycopg.AsyncConnection.connect(_libpq_url(langflow_db.url), autocommit=True) as observer,
@@ -217,43 +132,23 @@ async def test_postgres_first_inserts_racing(langflow_db: LangflowDatabase, memo
             (uuid.uuid4(), memory_scope.flow_id, memory_scope.user_id, memory_scope.session_id),
         )
         writers = [
-            asyncio.create_task(
-                sm.asave_session_memory_state(
-                    MemoryState(summary=f"writer {n}"), **memory_scope.kwargs(), expected_version=0
-                )
-            )
-            for n in range(2)
+            asyncio.create_task(save(memory_scope.kwargs(), MemoryState(summary=f"writer {n}"), 0)) for n in range(2)
         ]
         await _wait_for_lock_waiters(observer, 2)
         await blocker.rollback()
         results = await asyncio.gather(*writers)
 
     assert sorted(results) == [False, True]
-    stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
+    stored = await stored_state(**memory_scope.kwargs())
     assert stored is not None
     assert (stored.version, stored.summary) == (1, f"writer {results.index(True)}")
 
 
-# Unique scope: "no context" is one row
-
-
-async def test_no_context_is_one_row_whether_none_or_empty(memory_scope: MemoryScope) -> None:
-    assert await sm.asave_session_memory_state(
-        MemoryState(summary="none"), **memory_scope.kwargs(context_id=None), expected_version=0
-    )
-    assert not await sm.asave_session_memory_state(
-        MemoryState(summary="empty"), **memory_scope.kwargs(context_id=""), expected_version=0
-    )
-
-    stored = await sm.aget_session_memory_state(**memory_scope.kwargs(context_id=""))
-    assert stored is not None
-    assert stored.summary == "none"
-
-
 async def test_database_refuses_a_second_no_context_row(
-    langflow_db: LangflowDatabase, memory_scope: MemoryScope
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
 ) -> None:
-    assert await sm.asave_session_memory_state(MemoryState(), **memory_scope.kwargs(), expected_version=0)
+    await insert_messages(memory_scope, [(at(0), "hello")])
+    assert await save(memory_scope.kwargs(), MemoryState(), 0)
     now = datetime.now(timezone.utc)
     duplicate = {
         "id": uuid.uuid4(),
@@ -262,7 +157,7 @@ async def test_database_refuses_a_second_no_context_row(
         "session_id": memory_scope.session_id,
         "summary": "",
         "pinned": {},
-        "absorbed_count": 0,
+        "folded_count": 0,
         "version": 1,
         "failed_folds": 0,
         "created_at": now,
@@ -277,193 +172,40 @@ async def test_database_refuses_a_second_no_context_row(
         engine.dispose()
 
 
-async def test_each_context_has_its_own_row(memory_scope: MemoryScope) -> None:
-    for context_id in ("alpha", "beta", None):
-        assert await sm.asave_session_memory_state(
-            MemoryState(summary=f"ctx {context_id}"), **memory_scope.kwargs(context_id=context_id), expected_version=0
-        )
-    for context_id in ("alpha", "beta", None):
-        stored = await sm.aget_session_memory_state(**memory_scope.kwargs(context_id=context_id))
-        assert stored is not None
-        assert stored.summary == f"ctx {context_id}"
-    assert await sm.aget_session_memory_state(**memory_scope.kwargs(context_id="gamma")) is None
-
-
-# Scope: another user or flow sees nothing and changes nothing
-
-
-async def test_other_user_cannot_read_overwrite_or_delete(memory_scope: MemoryScope) -> None:
-    owner_state = MemoryState(summary="owner's")
-    assert await sm.asave_session_memory_state(owner_state, **memory_scope.kwargs(), expected_version=0)
-    intruder = memory_scope.kwargs(user_id=uuid.uuid4())
-
-    assert await sm.aget_session_memory_state(**intruder) is None
-    assert not await sm.asave_session_memory_state(MemoryState(summary="intruder"), **intruder, expected_version=1)
-    assert (
-        await sm.adelete_session_memory_states(
-            flow_id=memory_scope.flow_id, user_id=intruder["user_id"], session_ids=[memory_scope.session_id]
-        )
-        == 0
-    )
-    # Saving at version 0 only ever creates the intruder's own row.
-    assert await sm.asave_session_memory_state(MemoryState(summary="intruder"), **intruder, expected_version=0)
-
-    stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
-    assert stored is not None
-    assert (stored.summary, stored.version) == ("owner's", 1)
-
-
-async def test_other_flow_cannot_read_overwrite_or_delete(memory_scope: MemoryScope) -> None:
-    assert await sm.asave_session_memory_state(
-        MemoryState(summary="flow A"), **memory_scope.kwargs(), expected_version=0
-    )
-    other_flow = memory_scope.kwargs(flow_id=uuid.uuid4())
-
-    assert await sm.aget_session_memory_state(**other_flow) is None
-    assert not await sm.asave_session_memory_state(MemoryState(summary="flow B"), **other_flow, expected_version=1)
-    assert await sm.adelete_session_memory_states(flow_id=other_flow["flow_id"]) == 0
-
-    stored = await sm.aget_session_memory_state(**memory_scope.kwargs())
-    assert stored is not None
-    assert stored.summary == "flow A"
-
-
-async def test_other_user_and_flow_read_no_messages(memory_scope: MemoryScope, insert_messages) -> None:
-    await insert_messages(memory_scope, [(at(0), "hello"), (at(1), "hi")])
-    for intruder in (memory_scope.kwargs(user_id=uuid.uuid4()), memory_scope.kwargs(flow_id=uuid.uuid4())):
-        assert await sm.aget_messages_after(None, **intruder, limit=10) == []
-        assert await sm.aget_recent_messages(**intruder, limit=10) == []
-        assert await sm.acount_messages_after(None, Cursor(at(9), str(uuid.uuid4())), **intruder) == 0
-    assert len(await sm.aget_messages_after(None, **memory_scope.kwargs(), limit=10)) == 2
-
-
-async def test_unresolvable_ids_fail_closed(memory_scope: MemoryScope, insert_messages) -> None:
-    await insert_messages(memory_scope, [(at(0), "hello")])
-    assert await sm.asave_session_memory_state(MemoryState(summary="kept"), **memory_scope.kwargs(), expected_version=0)
-
-    for broken in (
-        memory_scope.kwargs(user_id="not-a-uuid"),
-        memory_scope.kwargs(user_id=None),
-        memory_scope.kwargs(flow_id=None),
-        memory_scope.kwargs(session_id=""),
-    ):
-        assert await sm.aget_session_memory_state(**broken) is None
-        assert not await sm.asave_session_memory_state(MemoryState(), **broken, expected_version=0)
-        assert await sm.aget_messages_after(None, **broken, limit=10) == []
-        assert await sm.aget_recent_messages(**broken, limit=10) == []
-    # An owner that does not resolve must not turn into "every owner".
-    assert await sm.adelete_session_memory_states(flow_id=memory_scope.flow_id, user_id="not-a-uuid") == 0
-    assert await sm.aget_session_memory_state(**memory_scope.kwargs()) is not None
-
-
 async def test_graph_run_cannot_widen_flow_or_owner(memory_scope: MemoryScope, insert_messages) -> None:
     await insert_messages(memory_scope, [(at(0), "hello"), (at(1), "hi")])
-    assert await sm.asave_session_memory_state(MemoryState(summary="mine"), **memory_scope.kwargs(), expected_version=0)
+    assert await save(memory_scope.kwargs(), MemoryState(summary="mine"), 0)
     victim = MemoryScope.new()
     await insert_messages(victim, [(at(0), "secret")])
-    assert await sm.asave_session_memory_state(MemoryState(summary="victim's"), **victim.kwargs(), expected_version=0)
+    assert await save(victim.kwargs(), MemoryState(summary="victim's"), 0)
 
     with graph_run(memory_scope.flow_id, memory_scope.user_id):
         # The graph's own scope resolves, with or without the ids spelled out.
         implicit = {"flow_id": None, "user_id": None, "session_id": memory_scope.session_id}
         for own in (implicit, memory_scope.kwargs()):
-            stored = await sm.aget_session_memory_state(**own)
+            stored = await stored_state(**own)
             assert stored is not None
             assert stored.summary == "mine"
-            assert len(await sm.aget_messages_after(None, **own, limit=10)) == 2
+            assert len(await store_of(own).after(None, 10)) == 2
 
         for widened in (victim.kwargs(), victim.kwargs(flow_id=memory_scope.flow_id), victim.kwargs(user_id=None)):
-            assert await sm.aget_session_memory_state(**widened) is None
-            assert await sm.aget_messages_after(None, **widened, limit=10) == []
-            assert await sm.aget_recent_messages(**widened, limit=10) == []
-            assert not await sm.asave_session_memory_state(MemoryState(summary="hijack"), **widened, expected_version=1)
-        assert await sm.adelete_session_memory_states(flow_id=victim.flow_id) == 0
-        assert await sm.adelete_session_memory_states(flow_id=victim.flow_id, user_id=victim.user_id) == 0
+            assert await stored_state(**widened) is None
+            assert await store_of(widened).after(None, 10) == []
+            assert await store_of(widened).recent(10) == []
+            assert not await save(widened, MemoryState(summary="hijack"), 1)
+        assert await sm.LangflowStore().purge_flows([victim.flow_id]) == 0
+        purge = {"flow_id": victim.flow_id, "session_ids": [victim.session_id]}
+        assert await sm.LangflowStore().purge_sessions(**purge, user_id=victim.user_id) == 0
+        assert await sm.LangflowStore().reset(flow_id=victim.flow_id, session_id=victim.session_id) == 0
 
     with graph_run(None, memory_scope.user_id):
         # A graph without a flow id binds "no flow": explicit ids do not get around it.
-        assert await sm.aget_session_memory_state(**memory_scope.kwargs()) is None
-        assert await sm.aget_messages_after(None, **memory_scope.kwargs(), limit=10) == []
+        assert await stored_state(**memory_scope.kwargs()) is None
+        assert await store_of(memory_scope.kwargs()).after(None, 10) == []
 
-    stored_victim = await sm.aget_session_memory_state(**victim.kwargs())
+    stored_victim = await stored_state(**victim.kwargs())
     assert stored_victim is not None
     assert (stored_victim.summary, stored_victim.version) == ("victim's", 1)
-
-
-# Message reads
-
-
-async def test_messages_after_cursor_order_equal_timestamps_by_id(memory_scope: MemoryScope, insert_messages) -> None:
-    same_instant = await insert_messages(memory_scope, [(at(5), f"tied {n}") for n in range(6)])
-    later = await insert_messages(memory_scope, [(at(6), "later")])
-    earlier = await insert_messages(memory_scope, [(at(4), "earlier")])
-    expected = [str(m.id) for m in earlier] + sorted(str(m.id) for m in same_instant) + [str(later[0].id)]
-
-    everything = await sm.aget_messages_after(None, **memory_scope.kwargs(), limit=100)
-    assert [m.id for m in everything] == expected
-
-    third = everything[3]
-    after_third = await sm.aget_messages_after(third.cursor, **memory_scope.kwargs(), limit=100)
-    assert [m.id for m in after_third] == expected[4:]
-
-    paged, cursor = [], None
-    while page := await sm.aget_messages_after(cursor, **memory_scope.kwargs(), limit=2):
-        paged.extend(page)
-        cursor = page[-1].cursor
-    assert [m.id for m in paged] == expected
-
-
-async def test_limits(memory_scope: MemoryScope, insert_messages) -> None:
-    await insert_messages(memory_scope, [(at(n), f"m{n}") for n in range(7)])
-
-    assert [m.text for m in await sm.aget_messages_after(None, **memory_scope.kwargs(), limit=3)] == ["m0", "m1", "m2"]
-    assert [m.text for m in await sm.aget_recent_messages(**memory_scope.kwargs(), limit=3)] == ["m4", "m5", "m6"]
-    assert await sm.aget_messages_after(None, **memory_scope.kwargs(), limit=0) == []
-    assert await sm.aget_recent_messages(**memory_scope.kwargs(), limit=0) == []
-    assert len(await sm.aget_recent_messages(**memory_scope.kwargs(), limit=50)) == 7
-
-
-async def test_error_rows_are_skipped(memory_scope: MemoryScope, insert_messages) -> None:
-    await insert_messages(memory_scope, [(at(0), "question")])
-    await insert_messages(memory_scope, [(at(1), "component failed")], error=True, sender="Machine")
-    await insert_messages(memory_scope, [(at(2), "error category")], category="error", sender="Machine")
-    await insert_messages(memory_scope, [(at(3), "answer")], sender="Machine", category="message")
-    kwargs = memory_scope.kwargs()
-
-    assert [m.text for m in await sm.aget_messages_after(None, **kwargs, limit=10)] == ["question", "answer"]
-    assert [m.text for m in await sm.aget_recent_messages(**kwargs, limit=10)] == ["question", "answer"]
-    assert await sm.acount_messages_after(None, Cursor(at(9), str(uuid.uuid4())), **kwargs) == 2
-
-
-async def test_recent_excludes_the_current_input(memory_scope: MemoryScope, insert_messages) -> None:
-    rows = await insert_messages(memory_scope, [(at(n), f"m{n}") for n in range(4)])
-    current = rows[-1]
-
-    recent = await sm.aget_recent_messages(**memory_scope.kwargs(), limit=2, exclude_ids=[str(current.id)])
-    assert [m.text for m in recent] == ["m1", "m2"]
-    store = sm.LangflowSessionStore(**memory_scope.kwargs(), exclude_ids=[current.id])
-    assert [m.text for m in await store.recent(10)] == ["m0", "m1", "m2"]
-    assert [m.text for m in await store.after(None, 10)] == ["m0", "m1", "m2"]
-
-
-async def test_count_between_cursors(memory_scope: MemoryScope, insert_messages) -> None:
-    await insert_messages(memory_scope, [(at(1), f"tied {n}") for n in range(4)] + [(at(2), "last")])
-    ordered = await sm.aget_messages_after(None, **memory_scope.kwargs(), limit=10)
-
-    assert await sm.acount_messages_after(None, ordered[-1].cursor, **memory_scope.kwargs()) == 4
-    assert await sm.acount_messages_after(ordered[0].cursor, ordered[-1].cursor, **memory_scope.kwargs()) == 3
-    assert await sm.acount_messages_after(ordered[1].cursor, ordered[2].cursor, **memory_scope.kwargs()) == 0
-
-
-async def test_context_id_narrows_message_reads(memory_scope: MemoryScope, insert_messages) -> None:
-    await insert_messages(memory_scope, [(at(0), "in alpha")], context_id="alpha")
-    await insert_messages(memory_scope, [(at(1), "in beta")], context_id="beta")
-
-    alpha = await sm.aget_messages_after(None, **memory_scope.kwargs(context_id="alpha"), limit=10)
-    assert [m.text for m in alpha] == ["in alpha"]
-    # Without a context every context of the session is read, as Langflow's aget_messages() does.
-    everything = await sm.aget_messages_after(None, **memory_scope.kwargs(context_id=None), limit=10)
-    assert [m.text for m in everything] == ["in alpha", "in beta"]
 
 
 async def test_verbatim_messages_are_built_as_langflow_builds_them(memory_scope: MemoryScope, insert_messages) -> None:
@@ -471,7 +213,7 @@ async def test_verbatim_messages_are_built_as_langflow_builds_them(memory_scope:
 
     await insert_messages(memory_scope, [(at(0), "from the user"), (at(1), "from the agent")])
 
-    stored = await sm.aget_messages_after(None, **memory_scope.kwargs(), limit=10)
+    stored = await store_of(memory_scope.kwargs()).after(None, 10)
     reference = await aget_messages(
         session_id=memory_scope.session_id, flow_id=memory_scope.flow_id, user_id=memory_scope.user_id, order="ASC"
     )
@@ -481,69 +223,6 @@ async def test_verbatim_messages_are_built_as_langflow_builds_them(memory_scope:
     assert [type(m) for m in built] == [type(m) for m in reference]
     assert [m.model_dump() for m in built] == [m.model_dump() for m in reference]
     assert all(m.timestamp.tzinfo is not None for m in stored)
-
-
-# Purge
-
-
-async def test_purge_by_session_ids(memory_scope: MemoryScope) -> None:
-    sessions = [f"{memory_scope.session_id}-{n}" for n in range(3)]
-    for session_id in sessions:
-        assert await sm.asave_session_memory_state(
-            MemoryState(), **memory_scope.kwargs(session_id=session_id), expected_version=0
-        )
-
-    assert (
-        await sm.adelete_session_memory_states(
-            flow_id=memory_scope.flow_id, user_id=memory_scope.user_id, session_ids=[]
-        )
-        == 0
-    )
-    deleted = await sm.adelete_session_memory_states(
-        flow_id=memory_scope.flow_id, user_id=memory_scope.user_id, session_ids=sessions[:2]
-    )
-
-    assert deleted == 2
-    assert await sm.aget_session_memory_state(**memory_scope.kwargs(session_id=sessions[0])) is None
-    assert await sm.aget_session_memory_state(**memory_scope.kwargs(session_id=sessions[2])) is not None
-
-
-async def test_purge_by_flow_covers_every_owner_outside_a_graph(memory_scope: MemoryScope) -> None:
-    other_owner = memory_scope.kwargs(user_id=uuid.uuid4())
-    other_flow = memory_scope.kwargs(flow_id=uuid.uuid4())
-    for kwargs in (memory_scope.kwargs(), memory_scope.kwargs(context_id="ctx"), other_owner, other_flow):
-        assert await sm.asave_session_memory_state(MemoryState(), **kwargs, expected_version=0)
-
-    assert await sm.adelete_session_memory_states(flow_id=memory_scope.flow_id) == 3
-
-    assert await sm.aget_session_memory_state(**other_owner) is None
-    assert await sm.aget_session_memory_state(**other_flow) is not None
-
-
-# The store the fold runs on
-
-
-async def test_store_treats_a_row_whose_messages_are_gone_as_stale(memory_scope: MemoryScope, insert_messages) -> None:
-    from langflow.memory import adelete_messages
-
-    rows = await insert_messages(memory_scope, [(at(0), "hello"), (at(1), "hi")])
-    store = sm.LangflowSessionStore(**memory_scope.kwargs())
-    folded = MemoryState(
-        summary="greetings", pinned={"k": "v"}, cursor=Cursor(at(1), str(rows[1].id)), absorbed_count=2
-    )
-    assert await store.save_state(folded, expected_version=0)
-    assert (await store.load_state()).summary == "greetings"
-
-    await adelete_messages(memory_scope.session_id, flow_id=memory_scope.flow_id, user_id=memory_scope.user_id)
-    assert (await store.load_state()).summary == ""
-    restarted = await insert_messages(memory_scope, [(at(2), "hello again")])
-
-    stale = await store.load_state()
-    assert (stale.summary, stale.pinned, stale.cursor, stale.version) == ("", {}, None, 1)
-    # The emptied state keeps the stored version, so the next save replaces the stale row.
-    fresh = MemoryState(summary="fresh start", cursor=Cursor(at(2), str(restarted[0].id)))
-    assert await store.save_state(fresh, expected_version=stale.version)
-    assert (await store.load_state()).summary == "fresh start"
 
 
 async def _turn_by_separate_reads(store: sm.LangflowSessionStore, limit: int) -> tuple[MemoryState, list[str]]:
@@ -564,7 +243,7 @@ async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
 
     rows = await insert_messages(memory_scope, [(at(i), f"m{i}") for i in range(6)] + [(at(5), "tie")])
     current_input = (await insert_messages(memory_scope, [(at(9), "the turn's input")]))[0]
-    store = sm.LangflowSessionStore(**memory_scope.kwargs(), exclude_ids=[str(current_input.id)])
+    store = store_of(memory_scope.kwargs(), exclude_ids=[str(current_input.id)])
     ids = [str(r.id) for r in rows]
     tie_order = sorted(ids[5:])  # equal timestamps are read in id order
 
@@ -572,7 +251,7 @@ async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
     assert (state, read) == (MemoryState(), ids[3:5] + tie_order)
     assert (state, read) == await _turn_by_separate_reads(store, 4)
 
-    folded = MemoryState(summary="s", pinned={"k": "v"}, cursor=Cursor(at(5), tie_order[0]), absorbed_count=6)
+    folded = MemoryState(summary="s", pinned={"k": "v"}, cursor=Cursor(at(5), tie_order[0]), folded_count=6)
     assert await store.save_state(folded, expected_version=0)
     state, read = await _turn(store, limit=4)
     assert (state.summary, state.pinned, state.cursor, state.version, read) == (
@@ -589,7 +268,7 @@ async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
     assert await _turn(store, limit=4) == ((await store.load_state()), [])
     assert (await store.load_state()).summary == "s"
 
-    failing = MemoryState(failed_folds=2, retry_after=at(60))
+    failing = MemoryState(failed_folds=2, retry_after=at(60), row_id=folded.row_id)
     assert await store.save_state(failing, expected_version=2)
     state, read = await _turn(store, limit=3)
     assert (state.failed_folds, state.cursor, state.version, read) == (2, None, 3, ids[4:5] + tie_order)
@@ -618,6 +297,16 @@ async def delete_rows_behind_langflows_back(message_ids: list[uuid.UUID]) -> Non
         await connection.execute(sa.delete(table).where(table.c.id.in_(message_ids)))
 
 
+async def move_rows_behind_langflows_back(message_ids: list[uuid.UUID], session_id: str) -> None:
+    """An update on a plain connection, which no session listener sees."""
+    from langflow.services.database.models.message.model import MessageTable
+    from langflow.services.deps import get_db_service
+
+    table = MessageTable.__table__
+    async with get_db_service().engine.begin() as connection:
+        await connection.execute(sa.update(table).where(table.c.id.in_(message_ids)).values(session_id=session_id))
+
+
 async def test_load_turn_keeps_to_its_context_and_stops_at_the_turns_input(
     memory_scope: MemoryScope, insert_messages
 ) -> None:
@@ -632,14 +321,14 @@ async def test_load_turn_keeps_to_its_context_and_stops_at_the_turns_input(
     await insert_messages(memory_scope, [(at(5), "tie before")], id=uuid.UUID(int=input_id.int - 1), **ctx)
     await insert_messages(memory_scope, [(at(5), "tie after")], id=uuid.UUID(int=input_id.int + 1), **ctx)
     await insert_messages(memory_scope, [(at(6), "a concurrent run's")], **ctx)
-    store = sm.LangflowSessionStore(**memory_scope.kwargs(**ctx), exclude_ids=[str(input_id)])
+    store = store_of(memory_scope.kwargs(**ctx), exclude_ids=[str(input_id)])
 
     state, messages = await store.load_turn(10)
     assert (state, [m.text for m in messages]) == (MemoryState(), ["m0", "m1", "m2", "m3", "tie before"])
 
     # A state row of the session without a context is another scope; this context's row bounds the read.
     assert await store.save_state(MemoryState(summary="ctx", cursor=Cursor(at(1), str(rows[1].id))), expected_version=0)
-    no_context = sm.LangflowSessionStore(**memory_scope.kwargs(), exclude_ids=[str(input_id)])
+    no_context = store_of(memory_scope.kwargs(), exclude_ids=[str(input_id)])
     assert await no_context.save_state(MemoryState(summary="none"), expected_version=0)
     state, messages = await store.load_turn(10)
     assert (state.summary, [m.text for m in messages]) == ("ctx", ["m2", "m3", "tie before"])
@@ -652,17 +341,19 @@ async def test_load_turn_bounds_the_read_by_the_cursor_message_itself(
     gives way to the message's, so the returned cursor is the one the read used."""
     rows = await insert_messages(memory_scope, [(at(i), f"m{i}") for i in range(5)])
     other_session = dataclasses.replace(memory_scope, session_id=f"{memory_scope.session_id}-other")
-    elsewhere = (await insert_messages(other_session, [(at(3), "elsewhere")]))[0]
-    store = sm.LangflowSessionStore(**memory_scope.kwargs())
+    await insert_messages(other_session, [(at(3), "elsewhere")])
+    store = store_of(memory_scope.kwargs())
 
-    assert await store.save_state(MemoryState(summary="s", cursor=Cursor(at(3), str(elsewhere.id))), expected_version=0)
+    assert await store.save_state(MemoryState(summary="s", cursor=Cursor(at(3), str(rows[3].id))), expected_version=0)
+    await move_rows_behind_langflows_back([rows[3].id], other_session.session_id)
     state, read = await _turn(store, limit=10)
-    assert (state.summary, state.cursor, read) == ("", None, [str(r.id) for r in rows])
+    assert (state.summary, state.cursor, read) == ("", None, [str(r.id) for r in rows if r.id != rows[3].id])
 
     shifted = Cursor(at(3.5), str(rows[1].id))  # the message says at(1)
-    assert await store.save_state(MemoryState(summary="s", cursor=shifted), expected_version=1)
+    assert await store.save_state(dataclasses.replace(state, summary="s", cursor=shifted), expected_version=1)
     state, read = await _turn(store, limit=10)
-    assert (state.summary, state.cursor, read) == ("s", Cursor(at(1), str(rows[1].id)), [str(r.id) for r in rows[2:]])
+    remaining = [str(r.id) for r in rows[2:] if r.id != rows[3].id]
+    assert (state.summary, state.cursor, read) == ("s", Cursor(at(1), str(rows[1].id)), remaining)
     assert read == [m.id for m in await store.recent(10, after=state.cursor)]
 
 
@@ -673,7 +364,7 @@ async def test_load_turn_is_one_statement_when_unfolded_messages_exist(
     from benchmarks.memory_path import statement_counter
 
     rows = await insert_messages(memory_scope, [(at(i), f"m{i}") for i in range(30)])
-    store = sm.LangflowSessionStore(**memory_scope.kwargs(), exclude_ids=[str(rows[-1].id)])
+    store = store_of(memory_scope.kwargs(), exclude_ids=[str(rows[-1].id)])
     await store.load_turn(5)  # the migration check of a first call is not part of a turn
     for cursor in (None, Cursor(at(20), str(rows[20].id))):
         if cursor is not None:
@@ -682,10 +373,6 @@ async def test_load_turn_is_one_statement_when_unfolded_messages_exist(
             state, messages = await store.load_turn(5)
         assert (state.cursor, [m.text for m in messages]) == (cursor, ["m24", "m25", "m26", "m27", "m28"])
         assert (trips.statements, trips.commits) == (1, 1)
-
-
-async def test_store_without_a_row_loads_a_fresh_state(memory_scope: MemoryScope) -> None:
-    assert await sm.LangflowSessionStore(**memory_scope.kwargs()).load_state() == MemoryState()
 
 
 # Without Langflow's database
@@ -703,16 +390,21 @@ def test_unsupported_without_langflow_services_answers_empty(tmp_path) -> None:
         async def main():
             ids = {"flow_id": uuid.uuid4(), "user_id": uuid.uuid4(), "session_id": "s"}
             cursor = Cursor(datetime.now(timezone.utc), str(uuid.uuid4()))
-            store = sm.LangflowSessionStore(**ids)
+            everything = sm.LangflowStore()
+            store = everything.session(**ids)
             return [
                 sm.session_memory_supported(),
-                await sm.aget_session_memory_state(**ids),
-                await sm.asave_session_memory_state(MemoryState(), **ids, expected_version=0),
-                await sm.adelete_session_memory_states(flow_id=ids["flow_id"]),
-                await sm.aget_messages_after(None, **ids, limit=5),
-                await sm.aget_recent_messages(**ids, limit=5),
-                await sm.acount_messages_after(None, cursor, **ids),
                 await store.load_state() == MemoryState(),
+                await store.load_turn(5) == (MemoryState(), []),
+                await store.save_state(MemoryState(), expected_version=0),
+                await store.after(None, 5),
+                await store.recent(5),
+                await store.count_after(None, cursor),
+                await everything.states(flow_id=ids["flow_id"], session_id="s"),
+                await everything.reset(flow_id=ids["flow_id"], session_id="s"),
+                await everything.purge_flows([ids["flow_id"]]),
+                await everything.purge_messages([uuid.uuid4()]),
+                await everything.count(),
             ]
 
         print(asyncio.run(main()))
@@ -725,5 +417,5 @@ def test_unsupported_without_langflow_services_answers_empty(tmp_path) -> None:
     )
 
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip().splitlines()[-1] == "[False, None, False, 0, [], [], 0, True]"
+    assert result.stdout.strip().splitlines()[-1] == "[False, True, True, False, [], [], 0, [], 0, 0, 0, 0]"
     assert not any(tmp_path.glob("*.db")), "no database may be created when Langflow's services are not running"

@@ -9,10 +9,9 @@ from uuid import uuid4
 import pytest
 
 from langflow_summarizing_agent import agent_memory
-from langflow_summarizing_agent import session_memory as sm
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
 from tests.agent_runs import FOLD_EACH_TURN, ChatSession
-from tests.conftest import LangflowDatabase
+from tests.conftest import LangflowDatabase, stored_state
 from tests.fake_models import RecordingChatModel, recorder
 
 TURNS = [
@@ -68,9 +67,9 @@ async def test_a_summary_model_that_cannot_be_built_fails_the_fold_not_the_turn(
         statuses.append(str(chat.last_agent.status))
 
     assert not chat.model.fold_calls
-    state = await sm.aget_session_memory_state(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
+    state = await stored_state(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
     assert state is not None
-    assert (state.absorbed_count, state.summary) == (0, "")
+    assert (state.folded_count, state.summary) == (0, "")
     assert state.failed_folds >= 1
     assert state.retry_after is not None
     failed = [s for s in statuses if "summary model could not be built" in s]

@@ -21,6 +21,7 @@ from langflow_summarizing_agent.fold import (
     COMPACT_REPLY_PREFIX,
     Folder,
     FoldSettings,
+    SaveFailures,
     TurnHistory,
 )
 from langflow_summarizing_agent.state import StoredMessage
@@ -37,6 +38,9 @@ FALLBACK_NOTE = (
 NO_SCOPE_NOTE = "Summaries need the flow's id and owner; using the last N messages as the stock Agent does."
 
 StockHistory = Callable[[], Awaitable[list[Message]]]
+
+SAVE_FAILURES = SaveFailures()
+"""This process's back-off for scopes whose save failed (the store could not record it)."""
 
 
 def clean_pinned_keys(raw: Any) -> tuple[str, ...]:
@@ -216,8 +220,8 @@ def describe_turn(turn: TurnHistory) -> str:
     parts = []
     if turn.folded:
         parts.append(f"folded {turn.folded} messages in {turn.fold_calls} summary call(s)")
-    if turn.state.absorbed_count:
-        parts.append(f"summary covers {turn.state.absorbed_count} earlier messages")
+    if turn.state.folded_count:
+        parts.append(f"summary covers {turn.state.folded_count} earlier messages")
     if turn.not_summarized:
         parts.append(f"{turn.not_summarized} earlier messages not summarized yet")
     parts.append(f"{len(turn.verbatim)} recent messages verbatim")
@@ -264,7 +268,7 @@ async def summarized_memory_data(
         return await stock_history()
 
     input_id = _input_id(component)
-    store = session_memory.LangflowSessionStore(
+    store = session_memory.LangflowStore().session(
         flow_id=flow_id,
         user_id=user_id,
         session_id=graph.session_id,
@@ -273,7 +277,7 @@ async def summarized_memory_data(
     )
     summarizer = make_summarizer(lambda: build_summary_model(component), timeout)
     try:
-        turn = await Folder(store, summarizer, settings).prepare_history(compact=compact)
+        turn = await Folder(store, summarizer, settings, save_failures=SAVE_FAILURES).prepare_history(compact=compact)
     except Exception as exc:
         logger.exception("Summarizing Agent: session memory failed; using the last N messages")
         _report(component, f"Summarizing Agent: session memory unavailable ({type(exc).__name__}); used the last N.")
@@ -331,7 +335,7 @@ def compact_reply_text(turn: TurnHistory | None, pinned_keys: Sequence[str], fal
     else:
         outcome = "nothing older than the recent window to fold"
     return (
-        f"{COMPACT_REPLY_PREFIX} {outcome}. The summary now covers {turn.state.absorbed_count} messages; "
+        f"{COMPACT_REPLY_PREFIX} {outcome}. The summary now covers {turn.state.folded_count} messages; "
         f"{len(turn.verbatim)} recent messages stay verbatim. Pinned: {pinned}."
     )
 

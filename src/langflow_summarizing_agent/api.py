@@ -1,10 +1,11 @@
-"""HTTP API to inspect and reset a session's summary, and the `langflow.plugins` registrar that serves it.
+"""HTTP API to inspect and reset a session's summary. `plugin.install_routes_and_listeners` serves it.
 
 Routes, under `ROUTE_PREFIX`:
 
-- `GET /sessions/{session_id}/state?flow_id=...[&context_id=...]`: the session's state rows (summary, pinned
-  values, cursor, absorbed count, version, summary model, updated time), one per context and message owner;
-  `context_id` narrows to one context (`""` is "no context").
+- `GET /sessions/{session_id}/state?flow_id=...[&context_id=...]`: the session's states (summary, pinned
+  values, cursor, how many messages the summary covers, version, summary model, updated time), one per context and
+  message owner; `context_id` narrows to one context (`""` is "no context"). A state whose messages are gone reads
+  as empty, as the next turn sees it.
 - `DELETE` on the same path: reset. The rows are deleted and the next turn rebuilds the summary from the stored
   messages. Without `context_id` every context of the session is reset.
 
@@ -15,27 +16,25 @@ missing one. Sessions belong to their flow, as in the monitor, so the flow check
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Annotated, Any, NoReturn
 from uuid import UUID
 
 from fastapi import APIRouter, HTTPException, Query, status
 from langflow.api.utils import CurrentActiveUser, DbSession
-from pydantic import BaseModel
-from sqlalchemy import delete
-from sqlmodel import select
+from pydantic import BaseModel, Field
 
-from langflow_summarizing_agent import lifecycle
 from langflow_summarizing_agent.migrate import ensure_migrated
-from langflow_summarizing_agent.models import NO_CONTEXT, TABLE_NAME, SessionMemoryStateTable
+from langflow_summarizing_agent.session_memory import LangflowStore
+from langflow_summarizing_agent.state import ScopedState, StateStore
 
-__all__ = ["MAX_ID_LENGTH", "ROUTE_PREFIX", "register", "router"]
+__all__ = ["MAX_ID_LENGTH", "ROUTE_PREFIX", "router"]
 
 ROUTE_PREFIX = "/api/v1/summarizing-agent"
 MAX_ID_LENGTH = 1024
 """Longest session or context id the API accepts. Langflow sets no limit; ids it makes are far shorter."""
 
-_STATE = SessionMemoryStateTable.metadata.tables[TABLE_NAME]
+_STORE: StateStore = LangflowStore()
 
 router = APIRouter(prefix=ROUTE_PREFIX, tags=["Summarizing Agent"])
 
@@ -54,7 +53,9 @@ class StateRead(BaseModel):
     summary: str
     pinned: dict[str, str]
     cursor: CursorRead | None
-    absorbed_count: int
+    folded_count: int
+    """Messages the summary covers."""
+    absorbed_count: int = Field(deprecated="Use folded_count; the same number.")
     version: int
     summary_model: str | None
     failed_folds: int
@@ -74,15 +75,6 @@ class SessionStateReset(BaseModel):
     deleted: int
 
 
-def register(app: Any) -> None:
-    """`langflow.plugins` entry point, called once per worker when Langflow creates its app.
-
-    Routes first: Langflow rolls back a failed plugin's routes but nothing else it did.
-    """
-    app.include_router(router)
-    lifecycle.install_listeners()
-
-
 @router.get("/sessions/{session_id}/state")
 async def read_session_state(
     session_id: str,
@@ -95,20 +87,14 @@ async def read_session_state(
     flow_uuid = _valid_request(flow_id, session_id, context_id)
     await _ensure_flow_or_404(session, flow_uuid, current_user, write=False)
     await _ensure_storage()
-    rows = (
-        await session.exec(
-            select(SessionMemoryStateTable)
-            .where(*_state_filters(flow_uuid, session_id, context_id))
-            .order_by(_STATE.c.context_id, _STATE.c.user_id)
-        )
-    ).all()
-    if not rows:
+    states = await _STORE.states(flow_id=flow_uuid, session_id=session_id, context_id=context_id)
+    if not states:
         raise HTTPException(
             status_code=status.HTTP_404_NOT_FOUND,
             detail=f"Session {session_id!r} of flow {flow_uuid} has no summary state"
             + ("" if context_id is None else f" in context {context_id!r}"),
         )
-    return SessionStateRead(flow_id=flow_uuid, session_id=session_id, states=[_state_read(row) for row in rows])
+    return SessionStateRead(flow_id=flow_uuid, session_id=session_id, states=[_state_read(found) for found in states])
 
 
 @router.delete("/sessions/{session_id}/state")
@@ -123,8 +109,8 @@ async def reset_session_state(
     flow_uuid = _valid_request(flow_id, session_id, context_id)
     await _ensure_flow_or_404(session, flow_uuid, current_user, write=True)
     await _ensure_storage()
-    result = await session.exec(delete(_STATE).where(*_state_filters(flow_uuid, session_id, context_id)))
-    return SessionStateReset(flow_id=flow_uuid, session_id=session_id, deleted=result.rowcount)
+    deleted = await _STORE.reset(flow_id=flow_uuid, session_id=session_id, context_id=context_id)
+    return SessionStateReset(flow_id=flow_uuid, session_id=session_id, deleted=deleted)
 
 
 def _valid_request(flow_id: str | None, session_id: str, context_id: str | None) -> UUID:
@@ -190,31 +176,22 @@ async def _ensure_storage() -> None:
         ) from exc
 
 
-def _state_filters(flow_id: UUID, session_id: str, context_id: str | None) -> list[Any]:
-    filters = [_STATE.c.flow_id == flow_id, _STATE.c.session_id == session_id]
-    if context_id is not None:
-        filters.append(_STATE.c.context_id == (context_id or NO_CONTEXT))
-    return filters
-
-
-def _state_read(row: SessionMemoryStateTable) -> StateRead:
+def _state_read(found: ScopedState) -> StateRead:
+    state = found.state
     cursor = None
-    if row.covered_until_message_id is not None and row.covered_until_timestamp is not None:
-        cursor = CursorRead(message_id=row.covered_until_message_id, timestamp=_utc(row.covered_until_timestamp))
+    if state.cursor is not None:
+        cursor = CursorRead(message_id=UUID(state.cursor.message_id), timestamp=state.cursor.timestamp)
     return StateRead(
-        context_id=row.context_id,
-        user_id=row.user_id,
-        summary=row.summary,
-        pinned=dict(row.pinned or {}),
+        context_id=found.context_id,
+        user_id=found.user_id,
+        summary=state.summary,
+        pinned=dict(state.pinned),
         cursor=cursor,
-        absorbed_count=row.absorbed_count,
-        version=row.version,
-        summary_model=row.summary_model,
-        failed_folds=row.failed_folds,
-        retry_after=None if row.retry_after is None else _utc(row.retry_after),
-        updated_at=_utc(row.updated_at),
+        folded_count=state.folded_count,
+        absorbed_count=state.folded_count,
+        version=state.version,
+        summary_model=state.summary_model,
+        failed_folds=state.failed_folds,
+        retry_after=state.retry_after,
+        updated_at=state.updated_at,
     )
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)

@@ -15,16 +15,17 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import json_repair
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from langflow_summarizing_agent.state import MemoryState, SessionStore, StoredMessage
+from langflow_summarizing_agent.state import MemoryState, SessionStore, StoredMessage, utcnow
 
 logger = logging.getLogger(__name__)
 
@@ -500,6 +501,36 @@ def _size(messages: Sequence[StoredMessage]) -> int:
     return sum(message_tokens(m) for m in messages)
 
 
+class SaveFailures:
+    """The back-off of scopes whose last save failed, kept in memory: a store that cannot save cannot record it.
+
+    Without it a store that reads but cannot write (a read-only replica, a locked SQLite file) would get a summary
+    call on every turn. Bounded: the oldest scopes are forgotten first.
+    """
+
+    def __init__(self, max_scopes: int = 10_000) -> None:
+        self.max_scopes = max_scopes
+        self._failures: OrderedDict[Hashable, tuple[int, datetime]] = OrderedDict()
+
+    def record(self, key: Hashable, state: MemoryState) -> None:
+        if state.retry_after is None:
+            return
+        self._failures[key] = (state.failed_folds, state.retry_after)
+        self._failures.move_to_end(key)
+        while len(self._failures) > self.max_scopes:
+            self._failures.popitem(last=False)
+
+    def forget(self, key: Hashable) -> None:
+        self._failures.pop(key, None)
+
+    def applied(self, key: Hashable, state: MemoryState) -> MemoryState:
+        """`state` with the back-off of a failed save, when that is later than the stored one."""
+        failure = self._failures.get(key)
+        if failure is None or (state.retry_after is not None and state.retry_after >= failure[1]):
+            return state
+        return replace(state, failed_folds=max(state.failed_folds, failure[0]), retry_after=failure[1])
+
+
 class Folder:
     """Runs one turn's history preparation for one session: read, plan, fold if due, plan what to send."""
 
@@ -509,16 +540,19 @@ class Folder:
         summarizer: Summarizer,
         settings: FoldSettings,
         *,
-        now: Callable[[], datetime] | None = None,
+        now: Callable[[], datetime] = utcnow,
+        save_failures: SaveFailures | None = None,
     ) -> None:
         self.store = store
         self.summarizer = summarizer
         self.settings = settings
-        self.now = now or (lambda: datetime.now(timezone.utc))
+        self.now = now
+        self.save_failures = save_failures or SaveFailures()
 
     async def prepare_history(self, *, compact: bool = False) -> TurnHistory:
         settings = self.settings
         state, messages = await self.store.load_turn(settings.read_limit)
+        state = self.save_failures.applied(self.store.key, state)
         # Rows this turn reads: more when /compact exchanges take places in the read.
         self._read_limit = settings.read_limit
         while len(messages) == self._read_limit:
@@ -614,7 +648,7 @@ class Folder:
                     settings.summary_words,
                 )
             new_state.cursor = batch[-1].cursor
-            new_state.absorbed_count += len(batch)
+            new_state.folded_count += len(batch)
             turn.folded += len(batch)
             pending = pending[len(batch) :]
         turn.fold_calls += calls
@@ -627,8 +661,12 @@ class Folder:
             new_state.failed_folds = state.failed_folds + 1
             new_state.retry_after = self.now() + backoff_delay(new_state.failed_folds)
 
-        if await self.store.save_state(new_state, expected_version=state.version):
-            new_state.version = state.version + 1
+        try:
+            saved = await self.store.save_state(new_state, expected_version=state.version)
+        except Exception as exc:  # noqa: BLE001 - a store that cannot save must leave the turn running
+            return self._save_failed(state, turn, exc)
+        if saved:
+            self.save_failures.forget(self.store.key)
             return new_state
         # Another run saved first: its state wins and this fold is dropped, with no second model call.
         turn.folded = 0
@@ -637,6 +675,20 @@ class Folder:
         logger.info("Summarizing Agent: another run saved the summary first; using its version %d", winner.version)
         return winner
 
+    def _save_failed(self, state: MemoryState, turn: TurnHistory, exc: Exception) -> MemoryState:
+        """A failed save counts as a failed fold: the previous summary stays and the back-off applies."""
+        failed = replace(state, failed_folds=state.failed_folds + 1)
+        failed.retry_after = self.now() + backoff_delay(failed.failed_folds)
+        self.save_failures.record(self.store.key, failed)
+        turn.folded = 0
+        problem = (
+            f"the summary could not be saved ({_describe(exc)}); counted as failed fold {failed.failed_folds}, "
+            f"next try after {failed.retry_after:%Y-%m-%d %H:%M:%S} UTC"
+        )
+        logger.warning("Summarizing Agent: %s; the previous summary is kept", problem)
+        turn.problems.append(problem)
+        return failed
+
 
 def _stock_history_estimate(messages: Sequence[StoredMessage], state: MemoryState, stock_window: int) -> int:
     """Tokens the stock Agent would send: its window's messages; folded ones not read at the mean size read."""
@@ -644,7 +696,7 @@ def _stock_history_estimate(messages: Sequence[StoredMessage], state: MemoryStat
         return 0
     shown = messages[-stock_window:]
     known = _size(shown)
-    missing = min(stock_window - len(shown), state.absorbed_count)
+    missing = min(stock_window - len(shown), state.folded_count)
     return known + missing * known // len(shown)
 
 

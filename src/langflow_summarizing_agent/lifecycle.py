@@ -14,39 +14,37 @@ Langflow has no "messages deleted" event, so this module listens on `sqlalchemy.
   moved into a session without messages of its own. A partial move or a merge deletes the state rows of both
   sessions instead: they are rebuilt from the stored messages on the next turn.
 
-Message rows are never changed here. The listeners read what a statement will touch before it runs, on the same
-connection, and write after it ran, in the same transaction, so a rolled-back delete keeps its summaries. If
-this module's part fails, the error is logged and Langflow's statement goes on: on Postgres our statements run
-in a savepoint; on SQLite a failed statement leaves the transaction usable. What no listener sees (raw SQL,
-another process) is caught only by the lazy check of `LangflowSessionStore`, which ignores a state whose cursor
-message is no longer in its session (or, without a cursor, whose session has no message left); a state that keeps
-its cursor message stays in use.
+Message rows are never changed here, and state rows only through `session_memory.StateRows`. The listeners read
+what a statement will touch before it runs, on the same connection, and write after it ran, in the same
+transaction, so a rolled-back delete keeps its summaries. If this module's part fails, the error is logged and
+Langflow's statement goes on: on Postgres our statements run in a savepoint; on SQLite a failed statement leaves
+the transaction usable. What no listener sees (raw SQL, another process) is caught only by the lazy check of the
+store, which ignores a state whose cursor message is no longer in its session (or, without a cursor, whose
+session has no message left); a state that keeps its cursor message stays in use.
 
-`install_listeners()` is called once per worker by the `langflow.plugins` registrar (`api.register`).
+`install_listeners()` is called once per worker by the `langflow.plugins` registrar
+(`plugin.install_routes_and_listeners`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from uuid import UUID
 
-from sqlalchemy import Connection, Table, and_, case, delete, event, exists, func, inspect, or_, select, update
+from sqlalchemy import Connection, Table, and_, case, event, func, select
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction, attributes
 from sqlalchemy.sql.elements import BindParameter, ColumnElement
 
-from langflow_summarizing_agent.models import NO_CONTEXT, TABLE_NAME, SessionMemoryStateTable
+from langflow_summarizing_agent.session_memory import StateRows
+from langflow_summarizing_agent.state import Rename
 
 __all__ = ["install_listeners", "listeners_installed"]
 
 logger = logging.getLogger(__name__)
 
-_STATE = SessionMemoryStateTable.metadata.tables[TABLE_NAME]
-# Ids per IN list: far below the bind-parameter limits of SQLite (32766) and Postgres (65535).
-_CHUNK = 500
 _PLAN_KEY = "langflow_summarizing_agent.lifecycle"
 
 _T = TypeVar("_T")
@@ -72,32 +70,6 @@ def _remove_listeners() -> None:
             event.remove(Session, name, listener)
 
 
-@dataclass
-class _MessageDeletePlan:
-    """State rows a message delete touches, read before the messages are gone."""
-
-    folded: set[UUID] = field(default_factory=set)
-    """Rows with a deleted message at or before their cursor: deleted whatever remains."""
-    touched: set[UUID] = field(default_factory=set)
-    """Rows of a session that lost messages: deleted if nothing of their session (or context) remains."""
-
-    def __bool__(self) -> bool:
-        return bool(self.folded or self.touched)
-
-
-@dataclass(frozen=True)
-class _Rename:
-    """One session of one flow and owner whose messages move to `new_session_id`."""
-
-    flow_id: UUID
-    user_id: UUID
-    old_session_id: str
-    new_session_id: str | None
-    """None when the new id is not a plain value (an SQL expression): the state is deleted, not moved."""
-    whole_session: bool
-    """True when every message moved into a session that had none: the state can follow."""
-
-
 def _on_orm_execute(orm_state: ORMExecuteState) -> Any:
     statement: Any = orm_state.statement
     if orm_state.is_delete:
@@ -116,12 +88,14 @@ def _delete_messages(orm_state: ORMExecuteState) -> Any:
     connection = orm_state.session.connection()
     where = _where(orm_state)
     plan = _guarded(
-        connection, "read the summaries of deleted messages", lambda: _plan_message_delete(connection, where)
+        connection, "read the summaries of deleted messages", lambda: StateRows(connection).plan_message_delete(where)
     )
     result = orm_state.invoke_statement()
     if plan:
         _guarded(
-            connection, "delete the summaries of deleted messages", lambda: _apply_message_delete(connection, plan)
+            connection,
+            "delete the summaries of deleted messages",
+            lambda: StateRows(connection).apply_message_delete(plan),
         )
     return result
 
@@ -132,19 +106,16 @@ def _delete_flows(orm_state: ORMExecuteState) -> Any:
     where = _where(orm_state)
 
     def deleted_flow_ids() -> list[UUID]:
-        if not _state_table_exists(connection):
+        if not StateRows(connection).exists():
             return []
         return list(connection.execute(_where_applied(select(flows.c.id), where)).scalars())
 
     flow_ids = _guarded(connection, "read deleted flows", deleted_flow_ids) or []
     result = orm_state.invoke_statement()
     if flow_ids:
-
-        def delete_states() -> None:
-            for chunk in _chunks(flow_ids):
-                connection.execute(delete(_STATE).where(_STATE.c.flow_id.in_(chunk)))
-
-        _guarded(connection, "delete the summaries of deleted flows", delete_states)
+        _guarded(
+            connection, "delete the summaries of deleted flows", lambda: StateRows(connection).purge_flows(flow_ids)
+        )
     return result
 
 
@@ -158,7 +129,9 @@ def _rename_messages(orm_state: ORMExecuteState, new_session_id: str | None) -> 
     )
     result = orm_state.invoke_statement()
     if renames:
-        _guarded(connection, "move the summaries of renamed sessions", lambda: _apply_renames(connection, renames))
+        _guarded(
+            connection, "move the summaries of renamed sessions", lambda: StateRows(connection).apply_renames(renames)
+        )
     return result
 
 
@@ -175,7 +148,7 @@ def _before_flush(session: Session, flush_context: UOWTransaction, _instances: A
         plans["delete"] = _guarded(
             connection,
             "read the summaries of deleted messages",
-            lambda: _plan_message_delete(connection, _message_table().c.id.in_(ids)),
+            lambda: StateRows(connection).plan_message_delete(_message_table().c.id.in_(ids)),
         )
     if moved:
         plans["renames"] = _guarded(
@@ -194,11 +167,13 @@ def _after_flush(session: Session, flush_context: UOWTransaction) -> None:
         _guarded(
             connection,
             "delete the summaries of deleted messages",
-            lambda: _apply_message_delete(connection, delete_plan),
+            lambda: StateRows(connection).apply_message_delete(delete_plan),
         )
     renames = plans.get("renames")
     if renames:
-        _guarded(connection, "move the summaries of renamed sessions", lambda: _apply_renames(connection, renames))
+        _guarded(
+            connection, "move the summaries of renamed sessions", lambda: StateRows(connection).apply_renames(renames)
+        )
 
 
 _LISTENERS: tuple[tuple[str, Callable[..., Any]], ...] = (
@@ -208,46 +183,9 @@ _LISTENERS: tuple[tuple[str, Callable[..., Any]], ...] = (
 )
 
 
-def _plan_message_delete(connection: Connection, where: ColumnElement[bool] | None) -> _MessageDeletePlan:
-    """State rows of the sessions the delete touches, and which of them had a deleted message folded in."""
-    if not _state_table_exists(connection):
-        return _MessageDeletePlan()
-    messages = _message_table()
-    state = _STATE
-    cursor_timestamp, cursor_id = state.c.covered_until_timestamp, state.c.covered_until_message_id
-    folded = and_(
-        _in_state_context(messages),
-        cursor_id.is_not(None),
-        or_(
-            messages.c.timestamp < cursor_timestamp,
-            and_(messages.c.timestamp == cursor_timestamp, messages.c.id <= cursor_id),
-        ),
-    )
-    stmt = (
-        select(state.c.id, func.max(case((folded, 1), else_=0)))
-        .select_from(state.join(messages, _same_scope(messages)))
-        .group_by(state.c.id)
-    )
-    plan = _MessageDeletePlan()
-    for state_id, has_folded in connection.execute(_where_applied(stmt, where)):
-        plan.touched.add(state_id)
-        if has_folded:
-            plan.folded.add(state_id)
-    return plan
-
-
-def _apply_message_delete(connection: Connection, plan: _MessageDeletePlan) -> None:
-    messages = _message_table()
-    remaining = exists().where(_same_scope(messages), _in_state_context(messages))
-    for chunk in _chunks(plan.folded):
-        connection.execute(delete(_STATE).where(_STATE.c.id.in_(chunk)))
-    for chunk in _chunks(plan.touched - plan.folded):
-        connection.execute(delete(_STATE).where(_STATE.c.id.in_(chunk), ~remaining))
-
-
-def _plan_object_renames(connection: Connection, moved: Sequence[Any]) -> list[_Rename]:
+def _plan_object_renames(connection: Connection, moved: Sequence[Any]) -> list[Rename]:
     """Renames of flushed `MessageTable` objects, grouped by (flow, owner, old session, new session)."""
-    if not _state_table_exists(connection):
+    if not StateRows(connection).exists():
         return []
     groups: dict[tuple[UUID, UUID, str, str], list[UUID]] = defaultdict(list)
     for obj in moved:
@@ -259,14 +197,14 @@ def _plan_object_renames(connection: Connection, moved: Sequence[Any]) -> list[_
     renames = []
     for (flow_id, user_id, old, new), ids in groups.items():
         whole = _moves_whole_session(connection, flow_id, user_id, old, new, messages.c.id.in_(ids))
-        renames.append(_Rename(flow_id, user_id, old, new, whole))
+        renames.append(Rename(flow_id, user_id, old, new, whole))
     return renames
 
 
 def _plan_bulk_rename(
     connection: Connection, where: ColumnElement[bool] | None, new_session_id: str | None
-) -> list[_Rename]:
-    if not _state_table_exists(connection):
+) -> list[Rename]:
+    if not StateRows(connection).exists():
         return []
     messages = _message_table()
     scopes = connection.execute(
@@ -283,7 +221,7 @@ def _plan_bulk_rename(
         whole = new_session_id is not None and _moves_whole_session(
             connection, flow_id, user_id, old_session_id, new_session_id, moved
         )
-        renames.append(_Rename(flow_id, user_id, old_session_id, new_session_id, whole))
+        renames.append(Rename(flow_id, user_id, old_session_id, new_session_id, whole))
     return renames
 
 
@@ -301,37 +239,6 @@ def _moves_whole_session(
     )
     old_total, old_moving, new_total, new_moving = connection.execute(stmt).one()
     return old_total == old_moving and new_total == new_moving
-
-
-def _apply_renames(connection: Connection, renames: Iterable[_Rename]) -> None:
-    for rename in renames:
-        if rename.old_session_id == rename.new_session_id:
-            continue
-        owner = and_(_STATE.c.flow_id == rename.flow_id, _STATE.c.user_id == rename.user_id)
-        if rename.whole_session and rename.new_session_id is not None:
-            # A state row of the new id is stale (it has no messages); the moved state replaces it.
-            connection.execute(delete(_STATE).where(owner, _STATE.c.session_id == rename.new_session_id))
-            connection.execute(
-                update(_STATE)
-                .where(owner, _STATE.c.session_id == rename.old_session_id)
-                .values(session_id=rename.new_session_id)
-            )
-            continue
-        sessions = [rename.old_session_id] + ([rename.new_session_id] if rename.new_session_id is not None else [])
-        connection.execute(delete(_STATE).where(owner, _STATE.c.session_id.in_(sessions)))
-
-
-def _same_scope(messages: Table) -> ColumnElement[bool]:
-    return and_(
-        messages.c.flow_id == _STATE.c.flow_id,
-        messages.c.user_id == _STATE.c.user_id,
-        messages.c.session_id == _STATE.c.session_id,
-    )
-
-
-def _in_state_context(messages: Table) -> ColumnElement[bool]:
-    """A state without a context covers every context of its session, as the fold reads them."""
-    return or_(_STATE.c.context_id == NO_CONTEXT, messages.c.context_id == _STATE.c.context_id)
 
 
 def _session_id_change(obj: Any) -> bool:
@@ -369,11 +276,6 @@ def _where_applied(stmt: Any, where: ColumnElement[bool] | None) -> Any:
     return stmt if where is None else stmt.where(where)
 
 
-def _state_table_exists(connection: Connection) -> bool:
-    """Our table is created on first use; before that there is no state to keep in step."""
-    return inspect(connection).has_table(TABLE_NAME)
-
-
 def _guarded(connection: Connection, what: str, action: Callable[[], _T]) -> _T | None:
     """Run our part of Langflow's statement so that its failure cannot fail Langflow's statement."""
     try:
@@ -392,12 +294,6 @@ def _guarded(connection: Connection, what: str, action: Callable[[], _T]) -> _T 
             what,
         )
         return None
-
-
-def _chunks(values: Iterable[_T]) -> Iterator[list[_T]]:
-    items = list(values)
-    for start in range(0, len(items), _CHUNK):
-        yield items[start : start + _CHUNK]
 
 
 def _is_table(candidate: Any, table: Table) -> bool:

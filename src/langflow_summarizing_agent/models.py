@@ -7,12 +7,14 @@ environment (`migrations/`) creates the table instead.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from uuid import UUID, uuid4
 
-from sqlalchemy import JSON, Column, DateTime, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import JSON, Column, DateTime, Integer, String, Text, UniqueConstraint, Uuid, text
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
+
+from langflow_summarizing_agent.state import utcnow
 
 TABLE_NAME = "session_memory_state"
 SCOPE_CONSTRAINT = "uq_session_memory_state_scope"
@@ -25,10 +27,6 @@ NULLs are distinct in unique constraints on SQLite and Postgres; an empty string
 """
 
 
-def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 class Base(SQLModel, registry=registry()):
     """Root of this package's tables, with a metadata of its own (kept out of Langflow's migration check)."""
 
@@ -36,7 +34,11 @@ class Base(SQLModel, registry=registry()):
 class SessionMemoryStateTable(Base, table=True):
     """Summary, pinned facts and fold cursor of one `(flow_id, user_id, session_id, context_id)` scope.
 
-    `covered_until_timestamp` is naive UTC. It is never compared with `message.timestamp` column to column (a
+    Three columns keep the names of the first migration (`covered_until_message_id`, `covered_until_timestamp`,
+    `absorbed_count`); code reads them as `cursor_message_id`, `cursor_timestamp` and `folded_count` (the column
+    keys), so renaming them would change only the database.
+
+    `cursor_timestamp` is naive UTC. It is never compared with `message.timestamp` column to column (a
     timestamptz on PostgreSQL): reads bind it as an aware value, or take the cursor message's own timestamp.
     """
 
@@ -51,12 +53,18 @@ class SessionMemoryStateTable(Base, table=True):
     context_id: str = Field(default=NO_CONTEXT, sa_column=Column(String, nullable=False, server_default=text("''")))
     summary: str = Field(default="", sa_column=Column(Text, nullable=False))
     pinned: dict[str, str] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
-    covered_until_message_id: UUID | None = Field(default=None)
-    covered_until_timestamp: datetime | None = Field(default=None, sa_column=Column(DateTime(), nullable=True))
-    absorbed_count: int = Field(default=0, sa_column=Column(Integer, nullable=False))
+    cursor_message_id: UUID | None = Field(
+        default=None, sa_column=Column("covered_until_message_id", Uuid, key="cursor_message_id", nullable=True)
+    )
+    cursor_timestamp: datetime | None = Field(
+        default=None, sa_column=Column("covered_until_timestamp", DateTime(), key="cursor_timestamp", nullable=True)
+    )
+    folded_count: int = Field(
+        default=0, sa_column=Column("absorbed_count", Integer, key="folded_count", nullable=False)
+    )
     summary_model: str | None = Field(default=None, sa_column=Column(String, nullable=True))
     version: int = Field(default=1, sa_column=Column(Integer, nullable=False))
     failed_folds: int = Field(default=0, sa_column=Column(Integer, nullable=False))
     retry_after: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
-    created_at: datetime = Field(default_factory=_utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))
-    updated_at: datetime = Field(default_factory=_utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))
+    created_at: datetime = Field(default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))
+    updated_at: datetime = Field(default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))
