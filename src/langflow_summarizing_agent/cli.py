@@ -7,9 +7,10 @@ is for operators who migrate before starting workers, or check where a database 
 from __future__ import annotations
 
 import typer
-from sqlalchemy import make_url
+from sqlalchemy import create_engine, make_url, pool
 
 from langflow_summarizing_agent import migrate
+from langflow_summarizing_agent.session_memory import StateRows
 
 COMMAND_GROUP = "summarizing-agent"
 
@@ -35,11 +36,21 @@ def migrate_command(
     try:
         before = migrate.current(url)
         after = migrate.upgrade(url)
+        stored = _stored_states(url)
     except Exception as exc:
         typer.echo(f"Migrating {shown} failed: {exc}", err=True)
         raise typer.Exit(1) from exc
     change = "already at head" if before == after else f"upgraded from {before or 'an empty schema'}"
-    typer.echo(f"{shown}: revision {after} ({change}, version table {migrate.VERSION_TABLE})")
+    typer.echo(f"{shown}: revision {after} ({change}, version table {migrate.VERSION_TABLE}); {stored} session states")
+
+
+def _stored_states(url: str) -> int:
+    engine = create_engine(url, poolclass=pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            return StateRows(connection).count()
+    finally:
+        engine.dispose()
 
 
 def _configured_database_url() -> str:
