@@ -44,7 +44,7 @@ def test_read_returns_summary_cursor_and_counters(chat: ServerChat) -> None:
     assert state["cursor"]["message_id"] == first_reply["id"]
     assert state["cursor"]["timestamp"].startswith(first_reply["timestamp"][:19].replace(" ", "T"))
     assert (state["context_id"], state["absorbed_count"], state["version"]) == ("", 2, 1)
-    assert state["summary_model"] == "EchoChatModel"
+    assert state["summary_model"] == "FakeChatModel"
     assert state["pinned"] == {}
     assert state["updated_at"]
 
