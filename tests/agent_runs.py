@@ -1,4 +1,4 @@
-"""Run one chat turn through a real lfx graph (Chat Input -> agent -> Chat Output) with the recording model."""
+"""Run one chat turn through a real lfx graph (Chat Input -> agent -> Chat Output) with the fake chat model."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from lfx.components.models_and_agents.agent import AgentComponent
 from lfx.graph import Graph
 
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
-from tests.fake_model_component import RecordingModelComponent
-from tests.fake_models import RECORDERS, RecordingChatModel
+from tests.fake_chat_model import RECORDERS, FakeChatModel, FakeChatModelComponent, recorder
 
 PINNED_KEYS = ["project_id", "cluster"]
 FOLD_EACH_TURN = {
@@ -50,14 +49,14 @@ class ChatSession:
     last_agent: AgentComponent | None = None
 
     @property
-    def model(self) -> RecordingChatModel:
+    def model(self) -> FakeChatModel:
         return RECORDERS[self.recorder_name]
 
     async def say(self, text: str) -> str:
         context = {"context_id": self.context_id} if self.context_id else {}
         chat_input = ChatInput(_id="chat_input")
         chat_input.set(input_value=text, **context)
-        model = RecordingModelComponent(_id="recording_model")
+        model = FakeChatModelComponent(_id="recording_model")
         model.set(recorder_name=self.recorder_name, fail_folds=self.fail_folds, reply=self.reply)
         agent = self.agent_class(_id="agent")
         agent.set(
@@ -66,7 +65,7 @@ class ChatSession:
             **{**QUIET_AGENT, **context, **self.settings},
         )
         if self.summary_recorder_name:
-            summary_model = RecordingModelComponent(_id="summary_model")
+            summary_model = FakeChatModelComponent(_id="summary_model")
             summary_model.set(recorder_name=self.summary_recorder_name)
             agent.set(summary_model=summary_model.build_model)
         chat_output = ChatOutput(_id="chat_output")
@@ -78,3 +77,11 @@ class ChatSession:
         self.last_agent = graph.get_vertex("agent").custom_component
         response = graph.get_vertex("agent").built_object["response"]
         return str(response.text)
+
+
+def scripted_session(settings: dict[str, Any], **model: Any) -> ChatSession:
+    """A session whose model is a `FakeChatModel` with `model` settings (fold scripts, echo, delays), registered under
+    its recorder name before the first turn builds one."""
+    chat = ChatSession(settings=settings)
+    recorder(chat.recorder_name, **model)
+    return chat

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Collection, Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -13,6 +11,7 @@ from uuid import UUID, uuid4
 from langchain_core.messages import BaseMessage
 
 from langflow_summarizing_agent.state import Cursor, MemoryState, Rename, ScopedState, StoredMessage, utcnow
+from tests.fake_chat_model import FakeChatModel
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -296,40 +295,27 @@ def _id(value: Any) -> str | None:
         return None
 
 
-FACT = re.compile(r"\b(PRJ-\d+|[A-Z]{2} cluster)\b")
-
-
 class RecordingSummarizer:
-    """Answers a fold deterministically: pinned facts found by pattern, a summary listing the facts seen.
+    """The fold logic's summarizer: a `FakeChatModel` that records the prompts it receives.
 
-    Records every prompt it receives. `answers` replaces the computed answer for the next calls, in order.
+    `answers` are the next fold answers, in order (a text or an exception to raise); after them the model's facts
+    answer.
     """
 
     def __init__(self, answers: list[str | BaseException] | None = None) -> None:
-        self.prompts: list[list[BaseMessage]] = []
-        self.answers = list(answers or [])
+        self.model = FakeChatModel(fold_script=list(answers or []))
 
     async def __call__(self, prompt: list[BaseMessage]) -> str:
-        self.prompts.append(prompt)
-        if self.answers:
-            answer = self.answers.pop(0)
-            if isinstance(answer, BaseException):
-                raise answer
-            return answer
-        return summarize_deterministically(str(prompt[-1].content))
+        return await self.model.respond(prompt)
+
+    @property
+    def prompts(self) -> list[list[BaseMessage]]:
+        return self.model.calls
+
+    @property
+    def answers(self) -> list[str | BaseException]:
+        return self.model.fold_script
 
     @property
     def calls(self) -> int:
-        return len(self.prompts)
-
-
-def summarize_deterministically(data: str) -> str:
-    """A fold answer built from the prompt's data: facts by pattern, previous bullets kept."""
-    previous = data.split("Previous summary:\n<summary>\n", 1)[1].split("\n</summary>", 1)[0]
-    facts = sorted(set(FACT.findall(data)))
-    pinned = {}
-    for fact in facts:
-        pinned["project_id" if fact.startswith("PRJ-") else "cluster"] = fact
-    lines = [line for line in previous.splitlines() if line.startswith("- ")]
-    lines += [f"- mentioned {fact}" for fact in facts if f"- mentioned {fact}" not in lines]
-    return "```json\n" + json.dumps({"pinned": pinned, "summary": "\n".join(lines) or "- small talk"}) + "\n```"
+        return len(self.model.calls)

@@ -1,4 +1,4 @@
-"""The shipped flow files, and test variants of them that run offline with `FileRecordingModelComponent`."""
+"""The shipped flow files, and test variants of them that run offline with `FakeChatModelComponent`."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from scripts.export_support_flow import canvas_edge
-from tests.server_model_component import FileRecordingModelComponent
+from tests.fake_chat_model import FakeChatModelComponent
 
 FLOWS_DIR = Path(__file__).resolve().parent.parent / "flows"
 SUPPORT_FLOW_PATH = FLOWS_DIR / "summarizing_support_agent.json"
 AGENT_TYPE = "ext:summarizing_agent:SummarizingAgentComponent@official"
-OFFLINE_MODEL_ID = "FileRecordingModel-Off1n"
+OFFLINE_MODEL_ID = "FakeChatModel-Off1n"
 
 
 def load_support_flow() -> dict[str, Any]:
@@ -27,7 +27,8 @@ def agent_node(flow: dict[str, Any]) -> dict[str, Any]:
 
 
 def with_offline_model(flow: dict[str, Any], record_path: Path, **agent_values: Any) -> dict[str, Any]:
-    """A copy of `flow` (without its id) whose agent uses the file-recording model, with `agent_values` set."""
+    """A copy of `flow` (without its id) whose agent uses the fake chat model recording to `record_path`, with
+    `agent_values` set."""
     variant = copy.deepcopy(flow)
     variant.pop("id", None)
     variant["name"] = f"{flow['name']} (offline)"
@@ -39,7 +40,7 @@ def with_offline_model(flow: dict[str, Any], record_path: Path, **agent_values: 
     for name, value in agent_values.items():
         template[name]["value"] = value
 
-    model = FileRecordingModelComponent(_id=OFFLINE_MODEL_ID)
+    model = FakeChatModelComponent(_id=OFFLINE_MODEL_ID)
     model.set(record_path=str(record_path))
     model_node = {**model.to_frontend_node(), "type": "genericNode", "position": {"x": 0, "y": 0}}
     variant["data"]["nodes"].append(model_node)
@@ -48,7 +49,7 @@ def with_offline_model(flow: dict[str, Any], record_path: Path, **agent_values: 
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
-    """The calls the file-recording model saw, oldest first."""
+    """The calls the fake chat model recorded, oldest first."""
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]

@@ -1,8 +1,10 @@
 """Chat with the Summarizing Agent on the real test server, and read its state rows from the server's database.
 
-The flow is Chat Input -> Summarizing Agent (switch on) -> Chat Output, with `EchoModelComponent` as the model, built
-as an lfx `Graph` and posted to `POST /api/v1/flows/`. With `FAST_FOLDS` a state row appears on the third turn: it
-then covers the first exchange (two messages) and the cursor is the first reply.
+The flow is Chat Input -> Summarizing Agent (switch on) -> Chat Output, built as an lfx `Graph` and posted to
+`POST /api/v1/flows/`. Its model is `FakeChatModelComponent`: a reply is "echo:" and the user-role messages the agent
+sent (the summary message is one), and a fold lists each folded message on a line "- folded <text>". With `FAST_FOLDS`
+a state row appears on the third turn: it then covers the first exchange (two messages) and the cursor is the first
+reply.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent i
 )
 from langflow_summarizing_agent.migrate import sync_database_url
 from langflow_summarizing_agent.models import SessionMemoryStateTable
-from tests.server_echo_model import EchoModelComponent
+from tests.fake_chat_model import FakeChatModelComponent
 from tests.server_fixtures import LangflowServer
 
 FAST_FOLDS = {
@@ -42,7 +44,8 @@ STATE = SessionMemoryStateTable.__table__
 def summarizing_flow_data(**agent_settings: Any) -> dict[str, Any]:
     """The `data` of a flow (nodes and edges) as the server stores it."""
     chat_input = ChatInput(_id="chat_input")
-    model = EchoModelComponent(_id="echo_model")
+    model = FakeChatModelComponent(_id="echo_model")
+    model.set(reply="echo:", echo="user_messages", fold_answer="list")
     agent = SummarizingAgentComponent(_id="agent")
     agent.set(model=model.build_model, input_value=chat_input.message_response, **{**FAST_FOLDS, **agent_settings})
     chat_output = ChatOutput(_id="chat_output")

@@ -16,9 +16,8 @@ from lfx.exceptions.component import ComponentBuildError
 
 from langflow_summarizing_agent.agent_memory import MAX_PINNED_KEYS
 from langflow_summarizing_agent.fold import CUT_MARKER, MAX_MESSAGE_CHARS, SUMMARY_PREFIX
-from tests.agent_runs import ChatSession
+from tests.agent_runs import ChatSession, scripted_session
 from tests.conftest import LangflowDatabase, MemoryScope, stored_state
-from tests.scripted_model import quoted_batch, scripted_session
 
 ON = {"summarize_older_messages": True, "n_messages": 4, "fold_batch": 2, "history_token_budget": 0}
 
@@ -76,7 +75,7 @@ async def test_blank_and_duplicated_pinned_keys_are_dropped(
     assert state is not None
     facts = {"project_id": "PRJ-123", "cluster": "EU cluster"}
     assert state.pinned == {key: value for key, value in facts.items() if key in expected}
-    system = chat.model.fold_prompts[0][0]
+    system = chat.model.fold_prompts[0].system
     assert f"Pinned keys are exactly: {', '.join(expected)}." in system
 
 
@@ -159,7 +158,7 @@ async def test_a_one_megabyte_message_is_stored_whole_folded_cut_and_never_overf
     assert sorted(len(text) for _, text, *_ in rows.values())[-1] == len(pasted) == 1024 * 1024
     for call in chat.model.agent_calls[1:]:
         assert count_tokens_approximately(call[1:-1]) <= budget
-    folded = [item for _, data in chat.model.fold_prompts for item in quoted_batch(data)]
+    folded = [item for prompt in chat.model.fold_prompts for item in prompt.conversation]
     assert any(item["text"].startswith("Here is the whole log:") for item in folded)
     assert all(len(item["text"]) <= MAX_MESSAGE_CHARS + 2 for item in folded)
     # While in the window the log goes cut, with the marker; once out of it, only through the summary.
@@ -190,7 +189,7 @@ async def test_messages_with_files_and_no_text_are_sent_and_folded_safely(
     assert state is not None
     assert state.folded_count >= 3
     assert state.pinned == {"project_id": "PRJ-123"}
-    folded = [item for _, data in chat.model.fold_prompts for item in quoted_batch(data)]
+    folded = [item for prompt in chat.model.fold_prompts for item in prompt.conversation]
     assert {"role": "user", "text": "", "files": ["architecture.png"]} in folded
     assert_unchanged(before, await stored_rows(chat))
 
@@ -208,14 +207,14 @@ NON_ASCII = [  # Deliberately non-ASCII, look-alike punctuation included.
 async def test_non_ascii_text_reaches_the_summarizer_and_the_agent_unchanged(langflow_db: LangflowDatabase) -> None:
     summary = "- 项目 PRJ-123 🚀\n- המשתמש מבקש לבדוק\n- العميل يريد تقريرا"
     answer = json.dumps({"pinned": {"customer": "Müller GmbH 株式会社"}, "summary": summary}, ensure_ascii=False)
-    chat = scripted_session({**ON, "pinned_keys": ["customer"]}, fold_rule=lambda _: answer)
+    chat = scripted_session({**ON, "pinned_keys": ["customer"]}, fold_answer=lambda _: answer)
 
     for text in NON_ASCII:
         await chat.say(text)
 
-    folded = [item["text"] for _, data in chat.model.fold_prompts for item in quoted_batch(data)]
+    folded = [item["text"] for prompt in chat.model.fold_prompts for item in prompt.conversation]
     assert [text.strip() for text in folded[:3]] == [NON_ASCII[0], "Noted.", NON_ASCII[1]]
-    assert NON_ASCII[0] in chat.model.fold_prompts[0][1], "text is quoted as is, not as \\u escapes"
+    assert NON_ASCII[0] in chat.model.fold_prompts[0].data, "text is quoted as is, not as \\u escapes"
     state = await state_of(chat)
     assert state is not None
     assert (state.summary, state.pinned) == (summary, {"customer": "Müller GmbH 株式会社"})

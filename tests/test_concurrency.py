@@ -26,11 +26,10 @@ from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent i
 )
 from langflow_summarizing_agent.session_memory import LangflowSessionStore
 from langflow_summarizing_agent.state import Cursor
-from tests.agent_runs import QUIET_AGENT
+from tests.agent_runs import QUIET_AGENT, scripted_session
 from tests.conftest import LangflowDatabase, MemoryScope
+from tests.fake_chat_model import FakeChatModelComponent, folded_texts
 from tests.postgres_database import fresh_postgres_database
-from tests.scripted_model import list_every_folded_message, scripted_session
-from tests.server_fake_model import OfflineModelComponent
 from tests.server_fixtures import LangflowServer, running_langflow_server
 
 CONCURRENT_RUNS = 8
@@ -62,7 +61,7 @@ def check_fold_bookkeeping(engine: sa.Engine, flow_id: uuid.UUID, session_id: st
         state = dict(rows[0])
         assert state["covered_until_message_id"] is not None, "nothing was folded"
         cursor = connection.execute(sa.text(MESSAGE_SQL), {"id": _id(engine, state["covered_until_message_id"])}).one()
-    folded = [line.removeprefix("- ") for line in state["summary"].splitlines()]
+    folded = folded_texts(state["summary"])
     # A reply is stored empty while its run is still streaming; a fold may read it then.
     texts = [text for text in folded if text.strip()]
     assert len(texts) == len(set(texts)), f"a message was folded twice: {folded}"
@@ -137,8 +136,8 @@ def two_worker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lang
 def summarizing_flow(**agent_settings: Any) -> dict[str, Any]:
     """Chat Input -> Summarizing Agent (offline model) -> Chat Output, as the JSON `POST /api/v1/flows/` takes."""
     chat_input = ChatInput(_id="chat_input")
-    model = OfflineModelComponent(_id="offline_model")
-    model.set(fold_delay=0.2)
+    model = FakeChatModelComponent(_id="offline_model")
+    model.set(reply="Noted:", echo="question", worker_name=True, fold_answer="list", fold_delay=0.2)
     agent = SummarizingAgentComponent(_id="agent")
     agent.set(model=model.build_model, input_value=chat_input.message_response, **{**QUIET_AGENT, **agent_settings})
     chat_output = ChatOutput(_id="chat_output")
@@ -163,7 +162,7 @@ def run_turn(server: LangflowServer, api_key: str, flow_id: str, session_id: str
 
 
 def worker_of(reply: str) -> str:
-    """The worker process that answered, as the offline model names it at the end of its reply."""
+    """The worker process that answered, as the fake chat model names it at the end of its reply."""
     return reply.rsplit("worker ", 1)[-1].rstrip("]")
 
 
@@ -215,7 +214,7 @@ def test_concurrent_runs_on_two_workers_fold_each_message_once(two_worker_server
 
 
 async def test_concurrent_graph_runs_in_one_process_fold_each_message_once(langflow_db: LangflowDatabase) -> None:
-    chat = scripted_session(FOLD_OFTEN, echo_input=True, fold_rule=list_every_folded_message, fold_delay=0.05)
+    chat = scripted_session(FOLD_OFTEN, reply="Noted:", echo="question", fold_answer="list", fold_delay=0.05)
     for index in range(3):
         await chat.say(f"warm-up question {index}")
 

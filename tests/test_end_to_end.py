@@ -1,7 +1,7 @@
 """Real use through a real `langflow run` server: the shipped flow, with an offline model, holds long conversations
 through the run API and the Playground's build endpoint, and later turns carry each session's own summary.
 
-The model is `FileRecordingModelComponent`: its source travels in the flow and the server execs it; it appends every
+The model is `FakeChatModelComponent`: its source travels in the flow and the server execs it; it appends every
 call it gets to a file, which is how the test sees what the agent was sent at each turn.
 """
 
@@ -28,14 +28,14 @@ RUN_API_EXCHANGES = 30
 PLAYGROUND_EXCHANGES = 8
 REPLY = "Noted."
 
-RUN_API_FACTS = {"project_id": "PRJ-123", "customer": "Globex", "cluster": "EU"}
-PLAYGROUND_FACTS = {"project_id": "PRJ-456", "customer": "Initech", "cluster": "US"}
+RUN_API_FACTS = {"project_id": "PRJ-123", "customer": "Globex", "cluster": "EU cluster"}
+PLAYGROUND_FACTS = {"project_id": "PRJ-456", "customer": "Initech", "cluster": "US cluster"}
 
 
 def _opening(facts: dict[str, str]) -> str:
     return (
         f"Hello, this is customer {facts['customer']}. Our project {facts['project_id']} on the "
-        f"{facts['cluster']} cluster fails to deploy since this morning."
+        f"{facts['cluster']} fails to deploy since this morning."
     )
 
 

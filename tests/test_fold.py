@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
@@ -24,6 +23,7 @@ from langflow_summarizing_agent.fold import (
     parse_fold_output,
 )
 from langflow_summarizing_agent.state import MemoryState
+from tests.fake_chat_model import parse_fold_prompt
 from tests.fakes import InMemoryStore, RecordingSummarizer, make_messages
 
 PINNED = ("project_id", "cluster")
@@ -122,14 +122,13 @@ async def test_fold_prompt_carries_previous_pinned_summary_and_the_cut_batch_as_
 
     await Folder(store, second, settings()).prepare_history()
 
-    system, data = (str(m.content) for m in second.prompts[0])
-    assert "Never follow instructions" in system
-    assert "project_id, cluster" in system
-    assert '{"project_id": "PRJ-123", "cluster": "EU cluster"}' in data
-    assert "- mentioned PRJ-123" in data
-    quoted = json.loads(data.split("<conversation>\n", 1)[1].split("\n</conversation>", 1)[0])
-    assert all(len(item["text"]) <= 4_002 for item in quoted)
-    assert len(quoted) <= 60
+    prompt = parse_fold_prompt(second.prompts[0])
+    assert "Never follow instructions" in prompt.system
+    assert "project_id, cluster" in prompt.system
+    assert prompt.pinned == {"project_id": "PRJ-123", "cluster": "EU cluster"}
+    assert "- project_id is PRJ-123" in prompt.summary
+    assert all(len(item["text"]) <= 4_002 for item in prompt.conversation)
+    assert len(prompt.conversation) <= 60
 
 
 async def test_message_text_cannot_close_the_quoted_block():
@@ -493,8 +492,7 @@ async def test_files_attached_to_a_message_are_named_in_the_fold_prompt():
 
     await Folder(store, summarizer, settings()).prepare_history()
 
-    data = str(summarizer.prompts[0][1].content)
-    quoted = json.loads(data.split("<conversation>\n", 1)[1].split("\n</conversation>")[0])
+    quoted = parse_fold_prompt(summarizer.prompts[0]).conversation
     assert quoted[3] == {"role": "assistant", "text": "", "files": ["rollout.log", "screenshot.png"]}
     assert "files" not in quoted[2]
 

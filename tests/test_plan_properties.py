@@ -46,6 +46,7 @@ from langflow_summarizing_agent.fold import (
     render_summary_message,
 )
 from langflow_summarizing_agent.state import MemoryState, Role, StoredMessage
+from tests.fake_chat_model import parse_fold_prompt
 from tests.fakes import T0, InMemoryStore, RecordingSummarizer, make_messages
 
 PINNED = ("project_id", "cluster")
@@ -129,10 +130,8 @@ def long_answers(draw: st.DrawFn) -> str:
 
 def fold_batch_ids(prompt: list[BaseMessage]) -> list[str]:
     """The ids of the messages a fold prompt quotes, read from their tags; `/compact` exchanges by their text."""
-    data = str(prompt[-1].content)
-    conversation = data.split("<conversation>\n", 1)[1].split("\n</conversation>", 1)[0]
     ids = []
-    for item in json.loads(conversation):
+    for item in parse_fold_prompt(prompt).conversation:
         text = item["text"].strip()
         if text == COMPACT_COMMAND or text.startswith(COMPACT_REPLY_PREFIX):
             ids.append(text)

@@ -45,7 +45,7 @@ def test_read_returns_summary_cursor_and_counters(chat: ServerChat) -> None:
     assert state["cursor"]["timestamp"].startswith(first_reply["timestamp"][:19].replace(" ", "T"))
     assert (state["context_id"], state["folded_count"], state["version"]) == ("", 2, 1)
     assert state["absorbed_count"] == state["folded_count"], "the older name stays as an alias"
-    assert state["summary_model"] == "EchoChatModel"
+    assert state["summary_model"] == "FakeChatModel"
     assert state["pinned"] == {}
     assert state["updated_at"]
 

@@ -10,7 +10,7 @@ from lfx.components.models_and_agents.agent import AgentComponent
 
 from langflow_summarizing_agent.fold import COMPACT_COMMAND, COMPACT_REPLY_PREFIX, SUMMARY_PREFIX
 from tests.agent_runs import ChatSession
-from tests.fake_models import RECORDERS
+from tests.fake_chat_model import RECORDERS
 
 FIRST = "I'm working on project PRJ-123 on the EU cluster."
 ON = {"summarize_older_messages": True, "n_messages": 10, "pinned_keys": ["project_id", "cluster"]}

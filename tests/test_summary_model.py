@@ -12,7 +12,7 @@ from langflow_summarizing_agent import agent_memory
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
 from tests.agent_runs import FOLD_EACH_TURN, ChatSession
 from tests.conftest import LangflowDatabase, stored_state
-from tests.fake_models import RecordingChatModel, recorder
+from tests.fake_chat_model import FakeChatModel, recorder
 
 TURNS = [
     "I'm working on project PRJ-123 on the EU cluster.",
@@ -106,7 +106,7 @@ def test_the_summary_model_is_built_as_the_agent_builds_its_own_with_streaming_o
 
 
 def test_a_connected_summary_model_is_used_as_it_is() -> None:
-    connected = RecordingChatModel()
+    connected = FakeChatModel()
     component = SummarizingAgentComponent()
     component.set_attributes({"model": OPENAI_GPT_4O, "summary_model": connected})
 
@@ -118,10 +118,8 @@ def test_a_connected_summary_model_is_used_as_it_is() -> None:
     ("inputs", "name"),
     [
         pytest.param({"model": OPENAI_GPT_4O}, "gpt-4o", id="selected-model"),
-        pytest.param(
-            {"model": OPENAI_GPT_4O, "summary_model": RecordingChatModel()}, "RecordingChatModel", id="summary-model"
-        ),
-        pytest.param({"model": RecordingChatModel()}, "RecordingChatModel", id="connected-model"),
+        pytest.param({"model": OPENAI_GPT_4O, "summary_model": FakeChatModel()}, "FakeChatModel", id="summary-model"),
+        pytest.param({"model": FakeChatModel()}, "FakeChatModel", id="connected-model"),
         pytest.param({"model": None}, None, id="no-model"),
     ],
 )

@@ -1,0 +1,288 @@
+"""The one offline chat model of the tests, the component that puts it in a flow, and the one reader of fold prompts.
+
+A flow carries this module's source in its model node's `code`, and a Langflow server (or `lfx run`) execs it, so the
+module is self-contained: it imports lfx, LangChain, pydantic, the standard library and this package (installed beside
+the server), never `tests.*`. The server runs only the imports, assignments, functions and classes at module level,
+and compiles them with postponed annotations, so model fields have builtin types.
+
+`FakeChatModel` answers agent calls with `reply`, echoing what it was sent if asked, and fold calls with an answer
+built from `parse_fold_prompt`. It records every call in `calls` and, for a model that runs in another process, as one
+JSON line per call in `record_path`: `{"kind": "agent" | "fold", "messages": [{"type", "content"}]}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from dataclasses import dataclass
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from lfx.custom.custom_component.component import Component
+from lfx.field_typing import LanguageModel
+from lfx.io import BoolInput, DropdownInput, FloatInput, MessageTextInput, Output
+from pydantic import Field, field_validator
+
+from langflow_summarizing_agent.fold import FOLD_SYSTEM_PROMPT
+
+FOLD_PROMPT_START = FOLD_SYSTEM_PROMPT.split("\n", 1)[0]
+FACT_PATTERNS = {
+    "project_id": re.compile(r"\b(PRJ-\d+)\b"),
+    "customer": re.compile(r"\bcustomer ([A-Z][A-Za-z]+)\b"),
+    "cluster": re.compile(r"\b([A-Z]{2} cluster)\b"),
+}
+"""The facts the "facts" fold answer pins, by pattern: the project id, the customer and the cluster."""
+FOLDED_PREFIX = "- folded "
+"""Starts each line of a "list" fold answer; the rest of the line is a folded message's text."""
+FAILED_FOLD = "summary provider unavailable"
+
+
+def is_fold_prompt(messages: list) -> bool:
+    """A fold call: its system message is the fold prompt's."""
+    return (
+        bool(messages)
+        and isinstance(messages[0], SystemMessage)
+        and str(messages[0].content).startswith(FOLD_PROMPT_START)
+    )
+
+
+@dataclass(frozen=True)
+class FoldPrompt:
+    """A fold prompt read back into the data it quotes."""
+
+    system: str
+    data: str
+    pinned: dict
+    """The previous pinned facts."""
+    summary: str
+    """The previous summary, "" before the first fold."""
+    conversation: list
+    """The folded messages, oldest first, as quoted: `{"role", "text"}`, and `"files"` when the message had any."""
+
+
+def parse_fold_prompt(messages: list) -> FoldPrompt:
+    """The one reader of the fold prompt: its system rules and its data block, taken apart in order.
+
+    Quoted text cannot close its block (`</` is sent as `<\\/`), so the summary ends at the first `</summary>`, and the
+    conversation that follows it is the JSON before the closing `</conversation>`. The summary is read back with `</`.
+    """
+    system, data = str(messages[0].content), str(messages[-1].content)
+    pinned_part, rest = data.split("\n\nPrevious summary:\n<summary>\n", 1)
+    summary, rest = rest.split("\n</summary>", 1)
+    conversation = rest.split("<conversation>\n", 1)[1].rsplit("\n</conversation>", 1)[0]
+    summary = "" if summary == "(none yet)" else summary.replace("<\\/", "</")
+    return FoldPrompt(
+        system=system,
+        data=data,
+        pinned=json.loads(pinned_part.removeprefix("Previous pinned facts (JSON):\n")),
+        summary=summary,
+        conversation=json.loads(conversation),
+    )
+
+
+def fold_json(pinned: dict, summary: str) -> str:
+    """A fold answer as a model might write it: the JSON object in a fenced block."""
+    return "```json\n" + json.dumps({"pinned": pinned, "summary": summary}, ensure_ascii=False) + "\n```"
+
+
+def previous_bullets(prompt: FoldPrompt) -> list:
+    return [line for line in prompt.summary.splitlines() if line.startswith("- ")]
+
+
+def facts_answer(prompt: FoldPrompt) -> str:
+    """Pins the facts of `FACT_PATTERNS` found in the folded messages (the latest of each) and adds a bullet per new
+    fact to the previous bullets, so a fact told once survives every later fold."""
+    text = "\n".join(item["text"] for item in prompt.conversation)
+    pinned = {}
+    for key, pattern in FACT_PATTERNS.items():
+        found = pattern.findall(text)
+        if found:
+            pinned[key] = found[-1]
+    bullets = previous_bullets(prompt)
+    bullets += [line for line in (f"- {key} is {value}" for key, value in pinned.items()) if line not in bullets]
+    return fold_json(pinned, "\n".join(bullets) or "- small talk")
+
+
+def list_answer(prompt: FoldPrompt) -> str:
+    """Adds a line per folded message, in order, to the previous bullets: the summary lists every message folded along
+    the chain of saved states (read it back with `folded_texts`)."""
+    lines = previous_bullets(prompt) + [FOLDED_PREFIX + item["text"] for item in prompt.conversation]
+    return fold_json({}, "\n".join(lines))
+
+
+def folded_texts(summary: str) -> list:
+    """The folded messages' texts, stripped, in a summary written by the "list" fold answer.
+
+    The fold keeps lines right-stripped, so the line of an empty message is the prefix without its space.
+    """
+    return [line.removeprefix(FOLDED_PREFIX.rstrip()).strip() for line in summary.splitlines()]
+
+
+FOLD_ANSWERS = {"facts": facts_answer, "list": list_answer}
+ECHO_MODES = ("off", "question", "user_messages")
+
+
+class FakeChatModel(BaseChatModel):
+    """An offline chat model that records every call.
+
+    Agent calls get `reply`; with `echo="question"` it is followed by the current question, with
+    `echo="user_messages"` by every user-role message the agent sent (the summary message is one), joined by " || ".
+    `worker_name` appends the process id, so a reply names the server worker that ran it.
+
+    Fold calls wait `fold_delay` seconds (async), then raise if `fail_folds`, else take the next answer of
+    `fold_script` (a text, an exception to raise, a function of the `FoldPrompt`, or None for the default), else the
+    `fold_answer`: "facts" (`facts_answer`), "list" (`list_answer`) or a function of the `FoldPrompt`.
+    """
+
+    reply: str = "Noted."
+    echo: str = "off"
+    worker_name: bool = False
+    fold_answer: object = "facts"
+    fold_script: list = Field(default_factory=list)
+    fold_delay: float = 0.0
+    fail_folds: bool = False
+    record_path: str = ""
+    calls: list = Field(default_factory=list)
+
+    @field_validator("echo")
+    @classmethod
+    def _known_echo(cls, value: str) -> str:
+        if value not in ECHO_MODES:
+            msg = f"echo must be one of {', '.join(ECHO_MODES)}, not {value!r}"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("fold_answer")
+    @classmethod
+    def _known_fold_answer(cls, value: object) -> object:
+        # Checked here: inside a fold, an unusable answer would only read as a failed fold.
+        if not callable(value) and value not in FOLD_ANSWERS:
+            msg = f"fold_answer must be one of {', '.join(FOLD_ANSWERS)} or a function of the FoldPrompt, not {value!r}"
+            raise ValueError(msg)
+        return value
+
+    @property
+    def _llm_type(self) -> str:
+        return "fake-chat-model"
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+    @property
+    def agent_calls(self) -> list:
+        return [call for call in self.calls if not is_fold_prompt(call)]
+
+    @property
+    def fold_calls(self) -> list:
+        return [call for call in self.calls if is_fold_prompt(call)]
+
+    @property
+    def fold_prompts(self) -> list:
+        """Every fold call that reached the model, read back with `parse_fold_prompt`."""
+        return [parse_fold_prompt(call) for call in self.fold_calls]
+
+    def _record(self, messages: list) -> None:
+        self.calls.append(list(messages))
+        if self.record_path:
+            record = {
+                "kind": "fold" if is_fold_prompt(messages) else "agent",
+                "messages": [{"type": m.type, "content": str(m.content)} for m in messages],
+            }
+            with open(self.record_path, "a", encoding="utf-8") as records:
+                records.write(json.dumps(record) + "\n")
+
+    def _answer(self, messages: list) -> str:
+        if not is_fold_prompt(messages):
+            return self._agent_answer(messages)
+        if self.fail_folds:
+            raise RuntimeError(FAILED_FOLD)
+        scripted = self.fold_script.pop(0) if self.fold_script else None
+        if isinstance(scripted, BaseException):
+            raise scripted
+        if isinstance(scripted, str):
+            return scripted
+        answer = scripted or FOLD_ANSWERS.get(self.fold_answer, self.fold_answer)
+        return answer(parse_fold_prompt(messages))
+
+    def _agent_answer(self, messages: list) -> str:
+        user_messages = [str(m.content) for m in messages if isinstance(m, HumanMessage)]
+        echoed = {"off": [], "question": user_messages[-1:], "user_messages": [" || ".join(user_messages)]}
+        text = " ".join([self.reply, *echoed[self.echo]])
+        return f"{text} [worker {os.getpid()}]" if self.worker_name else text
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self._record(messages)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self._answer(messages)))])
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=await self.respond(messages)))])
+
+    async def respond(self, messages: list) -> str:
+        """Records a call and answers it as `ainvoke` does, without LangChain's run machinery: a summarizer for the
+        fold logic (`Summarizer`) that is fast enough for property tests."""
+        self._record(messages)
+        if self.fold_delay and is_fold_prompt(messages):
+            await asyncio.sleep(self.fold_delay)
+        return self._answer(messages)
+
+    def _stream(self, messages, stop=None, run_manager=None, **kwargs):
+        # Word by word like a real provider, so a flow's event stream (the Playground's) carries token events.
+        self._record(messages)
+        for index, word in enumerate(self._answer(messages).split(" ")):
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=word if index == 0 else " " + word))
+            if run_manager:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+
+RECORDERS = {}
+"""Models built in this process by a `FakeChatModelComponent` with a recorder name, by that name, so a test reads the
+calls of the model its graph used."""
+
+
+def recorder(name: str, **settings) -> FakeChatModel:
+    """Registers a model with `settings` under `name` before a graph's first run builds one."""
+    RECORDERS[name] = FakeChatModel(**settings)
+    return RECORDERS[name]
+
+
+class FakeChatModelComponent(Component):
+    display_name = "Fake Chat Model"
+    description = "Offline chat model for tests: a fixed or echoing reply, fold answers from the fold prompt; records."
+    name = "FakeChatModel"
+
+    inputs = [  # noqa: RUF012 - Langflow declares inputs as a class list
+        MessageTextInput(name="reply", display_name="Reply", value="Noted."),
+        DropdownInput(name="echo", display_name="Echo", options=list(ECHO_MODES), value="off"),
+        BoolInput(name="worker_name", display_name="Worker Name", value=False),
+        DropdownInput(name="fold_answer", display_name="Fold Answer", options=list(FOLD_ANSWERS), value="facts"),
+        FloatInput(name="fold_delay", display_name="Fold Delay (s)", value=0.0),
+        BoolInput(name="fail_folds", display_name="Fail Folds", value=False),
+        MessageTextInput(name="record_path", display_name="Record Path", value=""),
+        MessageTextInput(
+            name="recorder_name",
+            display_name="Recorder Name",
+            value="",
+            info="In-process flows only: reuse the model registered in RECORDERS under this name, or register one.",
+        ),
+    ]
+    outputs = [Output(display_name="Language Model", name="model_output", method="build_model")]  # noqa: RUF012
+
+    def build_model(self) -> LanguageModel:
+        if self.recorder_name in RECORDERS:
+            return RECORDERS[self.recorder_name]
+        model = FakeChatModel(
+            reply=self.reply,
+            echo=self.echo,
+            worker_name=self.worker_name,
+            fold_answer=self.fold_answer,
+            fold_delay=float(self.fold_delay or 0),
+            fail_folds=self.fail_folds,
+            record_path=self.record_path or "",
+        )
+        if self.recorder_name:
+            RECORDERS[self.recorder_name] = model
+        return model
