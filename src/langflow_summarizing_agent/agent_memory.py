@@ -16,6 +16,8 @@ from langchain_core.messages import BaseMessage
 from lfx.schema.message import Message
 from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_NAME_USER, MESSAGE_SENDER_USER
 
+from langflow_summarizing_agent import background
+from langflow_summarizing_agent.background import FoldOutcome
 from langflow_summarizing_agent.fold import (
     COMPACT_COMMAND,
     COMPACT_REPLY_PREFIX,
@@ -215,11 +217,23 @@ async def to_agent_history(
     return history
 
 
-def describe_turn(turn: TurnHistory) -> str:
-    """One status line: what was folded, what the summary covers, history tokens sent against the stock Agent."""
+def describe_turn(turn: TurnHistory, previous: FoldOutcome | None = None) -> str:
+    """One status line: what was folded and where, what the summary covers, history tokens sent against the stock
+    Agent. `previous` is the background fold that ran after the previous turn, if this process ran one."""
     parts = []
-    if turn.folded:
+    if previous is not None:
+        parts.append(describe_background_fold(previous))
+    if turn.folded and turn.inline_fold:
+        parts.append(
+            f"folded {turn.folded} messages in this turn ({turn.fold_calls} summary call(s)): older messages "
+            "could not reach the model otherwise"
+        )
+    elif turn.folded:
         parts.append(f"folded {turn.folded} messages in {turn.fold_calls} summary call(s)")
+    if turn.fold_busy:
+        parts.append("a summary is being updated; this turn used the previous one")
+    if turn.fold_due:
+        parts.append(f"a fold is due ({turn.fold_due}); the summary is updated in the background after this reply")
     if turn.state.folded_count:
         parts.append(f"summary covers {turn.state.folded_count} earlier messages")
     if turn.not_summarized:
@@ -268,25 +282,51 @@ async def summarized_memory_data(
         return await stock_history()
 
     input_id = _input_id(component)
-    store = session_memory.LangflowStore().session(
-        flow_id=flow_id,
-        user_id=user_id,
-        session_id=graph.session_id,
-        context_id=getattr(component, "context_id", None) or None,
-        exclude_ids=(input_id,) if input_id else (),
-    )
+    scope = {
+        "flow_id": flow_id,
+        "user_id": user_id,
+        "session_id": graph.session_id,
+        "context_id": getattr(component, "context_id", None) or None,
+    }
+    store = session_memory.LangflowStore().session(**scope, exclude_ids=(input_id,) if input_id else ())
     summarizer = make_summarizer(lambda: build_summary_model(component), timeout)
+    folder = Folder(store, summarizer, settings, save_failures=SAVE_FAILURES)
+    folds = background.FOLDS
     try:
-        turn = await Folder(store, summarizer, settings, save_failures=SAVE_FAILURES).prepare_history(compact=compact)
+        if compact:
+            await folds.wait(store.key)
+            turn = await folder.prepare_history(compact=True)
+        elif folds.enabled:
+            turn = await folder.prepare_history_folding_later()
+        else:
+            turn = await folder.prepare_history()
     except Exception as exc:
         logger.exception("Summarizing Agent: session memory failed; using the last N messages")
         _report(component, f"Summarizing Agent: session memory unavailable ({type(exc).__name__}); used the last N.")
         return await stock_history()
 
+    if turn.fold_due and folds.running(store.key):
+        turn.fold_due, turn.fold_busy = None, True
+    if turn.fold_due:
+        # After the reply the fold reads afresh, the reply included, as the next turn will.
+        after_reply = session_memory.LangflowStore().session(**scope)
+        component._summarizing_fold_later = (
+            store.key,
+            Folder(after_reply, summarizer, settings, save_failures=SAVE_FAILURES).prepare_history,
+        )
     history = await to_agent_history(turn, str(graph.session_id), session_memory.as_chat_message)
     component._summarizing_turn = (key, history, turn)
-    _report(component, describe_turn(turn))
+    _report(component, describe_turn(turn, folds.take_outcome(store.key) if folds.enabled else None))
     return list(history)
+
+
+def fold_after_reply(component: Any) -> None:
+    """Start the fold this turn left for after its reply, if any, in the background."""
+    pending = getattr(component, "_summarizing_fold_later", None)
+    component._summarizing_fold_later = None
+    if pending is not None:
+        key, fold = pending
+        background.FOLDS.start(key, fold)
 
 
 def last_turn(component: Any) -> TurnHistory | None:
@@ -322,6 +362,15 @@ def is_compact_request(component: Any) -> bool:
         return False
     text = getattr(component.input_value, "text", component.input_value)
     return isinstance(text, str) and text.strip() == COMPACT_COMMAND
+
+
+def describe_background_fold(outcome: FoldOutcome) -> str:
+    if outcome.problems:
+        return "the summary update after the previous turn failed: " + "; ".join(outcome.problems)
+    return (
+        f"summary updated in the background after the previous turn: folded {outcome.folded} messages "
+        f"({outcome.calls} summary call(s), {outcome.seconds:.1f} s)"
+    )
 
 
 def compact_reply_text(turn: TurnHistory | None, pinned_keys: Sequence[str], fallback_note: str | None) -> str:

@@ -5,7 +5,9 @@ the app. Ours, `install_routes_and_listeners`, does the two things this package 
 
 1. it adds the HTTP API of `api` (inspect and reset a session's summary), under `api.ROUTE_PREFIX`;
 2. it installs the SQLAlchemy listeners of `lifecycle`, which purge or move summaries in the transaction that
-   deletes or renames messages.
+   deletes or renames messages;
+3. it turns on folding after the reply (`background.FOLDS`), as a server's event loop outlives the turn, and adds
+   a shutdown hook to Langflow's lifespan that cancels running folds before the database closes.
 
 Routes come first: Langflow rolls back a failed plugin's routes but nothing else it did. Nothing else runs at
 import time or startup; the state table is migrated on first use (`migrate.ensure_migrated`) or by
@@ -15,9 +17,10 @@ point, and standalone `lfx` loads neither.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from langflow_summarizing_agent import api, lifecycle
+from langflow_summarizing_agent import api, background, lifecycle
 
 __all__ = ["install_routes_and_listeners"]
 
@@ -27,3 +30,18 @@ def install_routes_and_listeners(app: Any) -> None:
     message listeners (idempotent)."""
     app.include_router(api.router)
     lifecycle.install_listeners()
+    background.FOLDS.enable(background.max_running_from_environment())
+    _add_shutdown_hook(background.FOLDS.shutdown)
+
+
+def _add_shutdown_hook(hook: Callable[[], Awaitable[None]]) -> None:
+    """Run `hook` first when Langflow's lifespan ends, through the registry Langflow keeps for plugins' lifespan
+    hooks. Without that registry the folds are cancelled with the event loop, which also leaves states as they were.
+    """
+    try:
+        from langflow.main import _enterprise_lifespan_hooks
+    except ImportError:
+        return
+    hooks = _enterprise_lifespan_hooks.get("shutdown")
+    if hooks is not None and hook not in hooks:
+        hooks.append(hook)
