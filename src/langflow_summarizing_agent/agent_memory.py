@@ -310,23 +310,24 @@ async def summarized_memory_data(
     if turn.fold_due:
         # After the reply the fold reads afresh, the reply included, as the next turn will.
         after_reply = session_memory.LangflowStore().session(**scope)
-        component._summarizing_fold_later = (
-            store.key,
-            Folder(after_reply, summarizer, settings, save_failures=SAVE_FAILURES).prepare_history,
-        )
+        fold_after(store.key, Folder(after_reply, summarizer, settings, save_failures=SAVE_FAILURES).prepare_history)
     history = await to_agent_history(turn, str(graph.session_id), session_memory.as_chat_message)
     component._summarizing_turn = (key, history, turn)
     _report(component, describe_turn(turn, folds.take_outcome(store.key) if folds.enabled else None))
     return list(history)
 
 
-def fold_after_reply(component: Any) -> None:
-    """Start the fold this turn left for after its reply, if any, in the background."""
-    pending = getattr(component, "_summarizing_fold_later", None)
-    component._summarizing_fold_later = None
-    if pending is not None:
-        key, fold = pending
+def fold_after(key: tuple[str, ...], fold: Callable[[], Awaitable[TurnHistory]]) -> None:
+    """Start `fold` in the background once the task building this agent ends, that is once the reply is produced.
+
+    Hooked on the task, not on the component's code, so flows saved with an earlier version of the component (their
+    code is what Langflow runs) fold after the reply too.
+    """
+    task = asyncio.current_task()
+    if task is None:
         background.FOLDS.start(key, fold)
+        return
+    task.add_done_callback(lambda _: background.FOLDS.start(key, fold))
 
 
 def last_turn(component: Any) -> TurnHistory | None:

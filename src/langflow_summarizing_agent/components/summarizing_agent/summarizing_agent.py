@@ -112,9 +112,7 @@ class SummarizingAgentComponent(AgentComponent):
     async def message_response(self) -> Message:
         if agent_memory.is_compact_request(self):
             return await agent_memory.compact_reply(self, super().get_memory_data)
-        reply = await super().message_response()
-        agent_memory.fold_after_reply(self)
-        return reply
+        return await super().message_response()
 
     def extract_data(self, result):
         # Langflow sets a Message output's status to its text; the memory report goes after it.
