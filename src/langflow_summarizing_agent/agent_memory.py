@@ -305,10 +305,12 @@ async def summarized_memory_data(
         _report(component, f"Summarizing Agent: session memory unavailable ({type(exc).__name__}); used the last N.")
         return await stock_history()
 
-    if turn.fold_due and folds.running(store.key):
-        turn.fold_due, turn.fold_busy = None, True
-    if turn.fold_due:
-        # After the reply the fold reads afresh, the reply included, as the next turn will.
+    if folds.running(store.key):
+        turn.fold_busy = turn.fold_busy or bool(turn.fold_due)
+        turn.fold_due = None
+    elif folds.enabled and not compact:
+        # After the reply, a fold reads afresh, the reply included, as the next turn will, and folds what that turn
+        # would have to fold inline (a long message that just arrived, say) as well as what is due now.
         after_reply = session_memory.LangflowStore().session(**scope)
         fold_after(store.key, Folder(after_reply, summarizer, settings, save_failures=SAVE_FAILURES).prepare_history)
     history = await to_agent_history(turn, str(graph.session_id), session_memory.as_chat_message)

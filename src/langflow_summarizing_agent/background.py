@@ -89,6 +89,11 @@ class BackgroundFolds:
         if task is not None:
             await asyncio.wait([task])
 
+    async def wait_all(self) -> None:
+        """Wait for every running fold to end."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks.values()))
+
     async def shutdown(self) -> None:
         """Cancel every running fold and wait for them to end: their states stay as they were."""
         tasks = list(self._tasks.values())
