@@ -260,13 +260,27 @@ def scope_key(session: Any) -> tuple[str, ...]:
     return (str(session.flow_id), str(session.user_id), session.session_id, "")
 
 
-async def say_until_a_fold_is_due(session: Any) -> int:
+async def say(session: Any, text: str) -> str:
+    """One turn in a task of its own, as Langflow's server runs a build; a turn that waited for the gated fold would
+    never answer."""
+    reply = await asyncio.wait_for(asyncio.create_task(session.say(text)), timeout=60)
+    await asyncio.sleep(0)  # the fold after the reply starts from the ended task's callbacks
+    return reply
+
+
+async def say_until_a_fold_runs(session: Any, folds: BackgroundFolds) -> int:
+    """Turns until a fold after the reply reaches the summary model (and waits at the model's gate)."""
+    gate = session.model.fold_gate
     for turn in range(20):
-        # A turn that waited for the gated fold would never answer.
-        await asyncio.wait_for(session.say(f"question {turn}"), timeout=60)
-        if "a fold is due" in (session.last_agent.status or ""):
+        await say(session, f"question {turn}")
+        started = asyncio.ensure_future(gate.started.wait())
+        ended = asyncio.ensure_future(folds.wait_all())
+        await asyncio.wait({started, ended}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        started.cancel()
+        ended.cancel()
+        if gate.started.is_set():
             return turn
-    pytest.fail("no fold became due in 20 turns")
+    pytest.fail("no fold ran in 20 turns")
 
 
 async def test_the_fold_runs_after_the_reply_and_a_later_turn_uses_it(
@@ -275,7 +289,7 @@ async def test_the_fold_runs_after_the_reply_and_a_later_turn_uses_it(
     session = scripted_session(GRAPH_SETTINGS, echo="user_messages")
     session.model.fold_gate = FoldGate()
 
-    await say_until_a_fold_is_due(session)
+    await say_until_a_fold_runs(session, background_folds)
 
     # The reply came back while the fold waits at its gate: no turn waited for it.
     assert background_folds.running(scope_key(session))
@@ -283,7 +297,7 @@ async def test_the_fold_runs_after_the_reply_and_a_later_turn_uses_it(
     await background_folds.wait(scope_key(session))
     assert len(session.model.fold_calls) == 1
 
-    reply = await session.say("and now?")
+    reply = await say(session, "and now?")
     assert SUMMARY_PREFIX in reply, "the next turn's model got the summary"
     assert "summary updated in the background after the previous turn: folded" in session.last_agent.status
     assert len(session.model.fold_calls) == 1
@@ -294,9 +308,9 @@ async def test_a_turn_does_not_wait_for_the_sessions_running_fold(
 ) -> None:
     session = scripted_session(GRAPH_SETTINGS)
     session.model.fold_gate = FoldGate()
-    await say_until_a_fold_is_due(session)
-    await session.say("one more")
-    await session.say("and another")
+    await say_until_a_fold_runs(session, background_folds)
+    await say(session, "one more")
+    await say(session, "and another")
 
     status = session.last_agent.status
     assert "a summary is being updated; this turn used the previous one" in status
@@ -321,12 +335,13 @@ async def delete_while_the_fold_runs(background_folds: BackgroundFolds) -> None:
 
     session = scripted_session(GRAPH_SETTINGS)
     scope = {"flow_id": session.flow_id, "user_id": session.user_id, "session_id": session.session_id}
-    await say_until_a_fold_is_due(session)
+    session.model.fold_gate = FoldGate()
+    await say_until_a_fold_runs(session, background_folds)
+    session.model.fold_gate.set()
     await background_folds.wait(scope_key(session))
     assert await stored_state(**scope) is not None
     session.model.fold_gate = FoldGate()
-    await say_until_a_fold_is_due(session)
-    await session.model.fold_gate.started.wait()
+    await say_until_a_fold_runs(session, background_folds)
 
     await adelete_messages(session.session_id, flow_id=session.flow_id, user_id=session.user_id)
     assert await stored_state(**scope) is None, "Langflow's delete purges the state"
@@ -341,7 +356,7 @@ async def test_compact_waits_for_the_running_fold_then_folds_the_rest(
 ) -> None:
     session = scripted_session(GRAPH_SETTINGS)
     session.model.fold_gate = FoldGate()
-    await say_until_a_fold_is_due(session)
+    await say_until_a_fold_runs(session, background_folds)
     compact = asyncio.ensure_future(session.say("/compact"))
     await asyncio.sleep(0.2)
     assert not compact.done(), "/compact answered before the running fold ended"

@@ -306,8 +306,7 @@ async def summarized_memory_data(
         return await stock_history()
 
     if folds.running(store.key):
-        turn.fold_busy = turn.fold_busy or bool(turn.fold_due)
-        turn.fold_due = None
+        turn.fold_busy, turn.fold_due = True, None
     elif folds.enabled and not compact:
         # After the reply, a fold reads afresh, the reply included, as the next turn will, and folds what that turn
         # would have to fold inline (a long message that just arrived, say) as well as what is due now.
