@@ -156,8 +156,8 @@ def run_report(timed: Timed, budget: int) -> dict[str, Any]:
         "total_input_tokens": metrics["total_input_tokens"],
         "summary_calls": metrics["summary_calls"],
         "summary_calls_per_exchange": metrics["summary_calls_per_exchange"],
-        "verbatim_min": metrics["verbatim_min"],
         "stock_window": metrics["stock_window"],
+        "stock_window_verbatim_min_within_budget": metrics["stock_window_verbatim_min_within_budget"],
         "previous_exchange_missing_turns": metrics["previous_exchange_missing_turns"],
         "never_reached_again": metrics["never_reached_again"],
     }
@@ -189,14 +189,20 @@ def report_text(report: dict[str, Any]) -> str:
         f"{report['summary_seconds']:g} s, {report['think_seconds']:g} s between exchanges when folding after the "
         "reply",
         "",
-        f"{'':38}{'p50 s':>8}{'p95 s':>8}{'max s':>8}{'waited':>8}{'tokens':>10}{'calls/ex':>10}{'window':>8}",
+        f"{'':38}{'p50 s':>8}{'p95 s':>8}{'max s':>8}{'waited':>8}{'tokens':>10}{'calls/ex':>10}{'window':>8}"
+        f"{'no prev':>9}{'lost':>6}",
     ]
     for run in report["runs"].values():
         lines.append(
             f"{run['label']:38}{run['p50_seconds']:8.3f}{run['p95_seconds']:8.3f}{run['max_seconds']:8.3f}"
             f"{len(run['turns_waited']):8d}{run['total_input_tokens']:10d}{run['summary_calls_per_exchange']:10.3f}"
-            f"{run['verbatim_min']:>4}/{run['stock_window']:<3}"
+            f"{run['stock_window_verbatim_min_within_budget']!s:>5}/{run['stock_window']:<2}"
+            f"{len(run['previous_exchange_missing_turns']):9d}{len(run['never_reached_again']):6d}"
         )
+    lines.append(
+        "window: fewest of the stock window's messages sent word for word within the budget; no prev: turns without "
+        "the previous exchange; lost: messages that left the window and never reached the model again"
+    )
     lines.append("")
     lines.append(f"Memory path fixed cost at {report['memory_path_messages']} messages: {report['fixed_ms']:.1f} ms")
     for target in report["targets"]:
