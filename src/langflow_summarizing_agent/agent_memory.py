@@ -282,13 +282,13 @@ async def summarized_memory_data(
         return await stock_history()
 
     input_id = _input_id(component)
-    scope = {
-        "flow_id": flow_id,
-        "user_id": user_id,
-        "session_id": graph.session_id,
-        "context_id": getattr(component, "context_id", None) or None,
-    }
-    store = session_memory.LangflowStore().session(**scope, exclude_ids=(input_id,) if input_id else ())
+    store = session_memory.LangflowStore().session(
+        flow_id=flow_id,
+        user_id=user_id,
+        session_id=graph.session_id,
+        context_id=getattr(component, "context_id", None) or None,
+        exclude_ids=(input_id,) if input_id else (),
+    )
     summarizer = make_summarizer(lambda: build_summary_model(component), timeout)
     folder = Folder(store, summarizer, settings, save_failures=SAVE_FAILURES)
     folds = background.FOLDS
@@ -307,11 +307,10 @@ async def summarized_memory_data(
 
     if folds.running(store.key):
         turn.fold_busy, turn.fold_due = True, None
-    elif folds.enabled and not compact:
-        # After the reply, a fold reads afresh, the reply included, as the next turn will, and folds what that turn
-        # would have to fold inline (a long message that just arrived, say) as well as what is due now.
-        after_reply = session_memory.LangflowStore().session(**scope)
-        fold_after(store.key, Folder(after_reply, summarizer, settings, save_failures=SAVE_FAILURES).prepare_history)
+    elif turn.fold_due:
+        # The fold reads what this turn read (the messages before its input), so it folds exactly what was due,
+        # whenever the reply is stored.
+        fold_after(store.key, Folder(store, summarizer, settings, save_failures=SAVE_FAILURES).prepare_history)
     history = await to_agent_history(turn, str(graph.session_id), session_memory.as_chat_message)
     component._summarizing_turn = (key, history, turn)
     _report(component, describe_turn(turn, folds.take_outcome(store.key) if folds.enabled else None))

@@ -23,12 +23,15 @@ import os
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from langflow_summarizing_agent.fold import TurnHistory
 
 logger = logging.getLogger(__name__)
+
+ScopeKey = tuple[str, ...]
+"""A session store's `key`."""
 
 MAX_RUNNING_ENV = "SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS"
 DEFAULT_MAX_RUNNING = 4
@@ -52,8 +55,8 @@ class BackgroundFolds:
     def __init__(self, max_running: int = DEFAULT_MAX_RUNNING) -> None:
         self.enabled = False
         self.max_running = max_running
-        self._tasks: dict[Hashable, asyncio.Task[None]] = {}
-        self._outcomes: OrderedDict[Hashable, FoldOutcome] = OrderedDict()
+        self._tasks: dict[ScopeKey, asyncio.Task[None]] = {}
+        self._outcomes: OrderedDict[ScopeKey, FoldOutcome] = OrderedDict()
         self._places: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
@@ -67,10 +70,10 @@ class BackgroundFolds:
             self.max_running = max_running
         self.enabled = True
 
-    def running(self, key: Hashable) -> bool:
+    def running(self, key: ScopeKey) -> bool:
         return key in self._tasks
 
-    def start(self, key: Hashable, fold: Callable[[], Awaitable[TurnHistory]]) -> bool:
+    def start(self, key: ScopeKey, fold: Callable[[], Awaitable[TurnHistory]]) -> bool:
         """Run `fold` in the background unless the session has one running; True when it was started."""
         if key in self._tasks:
             return False
@@ -79,15 +82,21 @@ class BackgroundFolds:
         task.add_done_callback(lambda done: self._tasks.pop(key) if self._tasks.get(key) is done else None)
         return True
 
-    def take_outcome(self, key: Hashable) -> FoldOutcome | None:
+    def take_outcome(self, key: ScopeKey) -> FoldOutcome | None:
         """The outcome of the session's last background fold, once: the next turn reports it."""
         return self._outcomes.pop(key, None)
 
-    async def wait(self, key: Hashable) -> None:
+    async def wait(self, key: ScopeKey) -> None:
         """Wait for the session's running fold, if any, to end (however it ends)."""
         task = self._tasks.get(key)
         if task is not None:
             await asyncio.wait([task])
+
+    async def wait_for(self, match: Callable[[ScopeKey], bool]) -> None:
+        """Wait for the running folds whose session `match` accepts to end."""
+        tasks = [task for key, task in self._tasks.items() if match(key)]
+        if tasks:
+            await asyncio.wait(tasks)
 
     async def wait_all(self) -> None:
         """Wait for every running fold to end."""
@@ -103,7 +112,7 @@ class BackgroundFolds:
             await asyncio.wait(tasks)
             logger.info("Summarizing Agent: cancelled %d background fold(s) at shutdown", len(tasks))
 
-    async def _run(self, key: Hashable, fold: Callable[[], Awaitable[TurnHistory]]) -> None:
+    async def _run(self, key: ScopeKey, fold: Callable[[], Awaitable[TurnHistory]]) -> None:
         try:
             async with self._place():
                 started = time.monotonic()
@@ -128,7 +137,7 @@ class BackgroundFolds:
             places = self._places[loop] = asyncio.Semaphore(self.max_running)
         return places
 
-    def _record(self, key: Hashable, outcome: FoldOutcome) -> None:
+    def _record(self, key: ScopeKey, outcome: FoldOutcome) -> None:
         self._outcomes[key] = outcome
         self._outcomes.move_to_end(key)
         while len(self._outcomes) > MAX_OUTCOMES:

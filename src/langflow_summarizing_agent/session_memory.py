@@ -78,6 +78,7 @@ __all__ = [
     "StateRows",
     "UnsupportedDatabaseError",
     "as_chat_message",
+    "in_session",
     "session_memory_supported",
 ]
 
@@ -903,6 +904,14 @@ def _as_uuid(value: Id) -> UUID | None:
         return UUID(str(value))
     except ValueError:
         return None  # Cannot be a stored message id, so there is nothing to exclude.
+
+
+def in_session(key: tuple[str, ...], *, flow_id: UUID, session_id: str, context_id: str | None = None) -> bool:
+    """True when a `LangflowSessionStore.key` belongs to the session (and context, when given)."""
+    flow, _, session, context = key
+    if session != session_id or (context_id is not None and context != (context_id or NO_CONTEXT)):
+        return False
+    return _as_uuid(flow) == flow_id
 
 
 def _advisory_key(key: tuple[str, ...]) -> int:
