@@ -132,9 +132,10 @@ class FakeChatModel(BaseChatModel):
     `echo="user_messages"` by every user-role message the agent sent (the summary message is one), joined by " || ".
     `worker_name` appends the process id, so a reply names the server worker that ran it.
 
-    Fold calls wait `fold_delay` seconds (async), then raise if `fail_folds`, else take the next answer of
-    `fold_script` (a text, an exception to raise, a function of the `FoldPrompt`, or None for the default), else the
-    `fold_answer`: "facts" (`facts_answer`), "list" (`list_answer`) or a function of the `FoldPrompt`.
+    Fold calls wait `fold_delay` seconds (async) and for `fold_gate.wait()` (an `asyncio.Event`, say), then raise if
+    `fail_folds`, else take the next answer of `fold_script` (a text, an exception to raise, a function of the
+    `FoldPrompt`, or None for the default), else the `fold_answer`: "facts" (`facts_answer`), "list" (`list_answer`)
+    or a function of the `FoldPrompt`.
     """
 
     reply: str = "Noted."
@@ -143,6 +144,7 @@ class FakeChatModel(BaseChatModel):
     fold_answer: object = "facts"
     fold_script: list = Field(default_factory=list)
     fold_delay: float = 0.0
+    fold_gate: object = None
     fail_folds: bool = False
     record_path: str = ""
     calls: list = Field(default_factory=list)
@@ -226,6 +228,8 @@ class FakeChatModel(BaseChatModel):
         self._record(messages)
         if self.fold_delay and is_fold_prompt(messages):
             await asyncio.sleep(self.fold_delay)
+        if self.fold_gate is not None and is_fold_prompt(messages):
+            await self.fold_gate.wait()
         return self._answer(messages)
 
     def _stream(self, messages, stop=None, run_manager=None, **kwargs):

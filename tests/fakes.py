@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -10,7 +11,15 @@ from uuid import UUID, uuid4
 
 from langchain_core.messages import BaseMessage
 
-from langflow_summarizing_agent.state import Cursor, MemoryState, Rename, ScopedState, StoredMessage, utcnow
+from langflow_summarizing_agent.state import (
+    Cursor,
+    HeldScopes,
+    MemoryState,
+    Rename,
+    ScopedState,
+    StoredMessage,
+    utcnow,
+)
 from tests.fake_chat_model import FakeChatModel
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -44,6 +53,7 @@ class InMemoryStateStore:
         self.rows: dict[tuple[str, str, str, str], MemoryState] = {}
         self.saves = 0
         self.reads = 0
+        self.fold_locks = HeldScopes()
 
     def add_messages(
         self, scope: ScopeKey, messages: list[StoredMessage], *, context_id: str | None = None, error: bool = False
@@ -167,6 +177,9 @@ class InMemorySessionStore:
     @property
     def key(self) -> tuple[str, ...]:
         return (*map(str, self.scope), self.context_id or "")
+
+    def fold_lock(self) -> AbstractAsyncContextManager[bool]:
+        return self.store.fold_locks.hold(self._row_key)
 
     @property
     def _resolved(self) -> bool:

@@ -85,7 +85,20 @@ class ServerChat:
                 json={"input_value": text, "input_type": "chat", "output_type": "chat", "session_id": session_id},
             )
         assert response.status_code == 200, response.text
+        self.state(session_id)
         return response.json()["outputs"][0]["outputs"][0]["results"]["message"]["text"]
+
+    def state(self, session_id: str) -> dict[str, Any] | None:
+        """The session's state as the API reads it, None when it has none; the read waits for the fold after the
+        last reply, so a turn's fold is saved when `say` returns."""
+        with self.server.client(token=self.token) as client:
+            response = client.get(
+                f"/api/v1/summarizing-agent/sessions/{session_id}/state", params={"flow_id": self.flow_id}
+            )
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        return response.json()
 
     def new_session(self, turns: int = TURNS_TO_FIRST_STATE) -> str:
         """A fresh session with `turns` turns "<session>-1", "<session>-2", ...; by default it has a state row."""

@@ -125,3 +125,21 @@ async def test_long_messages_are_recognised_in_folds_when_cut(tiny):
     }
     folded = {n for call in _runs(tiny)["summarizing_10_long"]["calls"] for n in call["folded"]}
     assert folded & long_numbers
+
+
+async def test_latency_benchmark_times_every_turn_and_counts_the_turns_that_waited(langflow_db, tmp_path) -> None:
+    from benchmarks import latency
+
+    argv = ["--exchanges", "12", "--summary-seconds", "0.2", "--think-seconds", "0.4", "--repeats", "2"]
+    report = await latency.amain([*argv, "--out", str(tmp_path)], services_running=True)
+
+    assert (tmp_path / "latency_sqlite.json").exists() and (tmp_path / "latency_sqlite.png").exists()
+    runs = report["runs"]
+    assert set(runs) == {"stock_10", "summarizing_10_after_reply", "summarizing_10_inline"}
+    for run in runs.values():
+        assert run["errors"] == []
+        assert len(run["turn_seconds"]) == 13
+    assert runs["summarizing_10_inline"]["turns_waited"], "folding in the turn shows turns that waited"
+    assert runs["summarizing_10_after_reply"]["summary_calls"], "folds ran after the replies"
+    assert runs["stock_10"]["summary_calls"] == 0
+    assert [target["name"] for target in report["targets"]]

@@ -1,7 +1,8 @@
-"""Many runs on one session at once: every run completes, no fold is lost or applied twice, versions only go up.
+"""Many runs on one session at once: every run completes, no fold is lost or applied twice, versions only go up, and
+no summary call is wasted (made, then thrown away because another run saved first).
 
-Over HTTP on a real `langflow run` with two workers on one Postgres database, and in one process with concurrent
-graph runs on Langflow's services (SQLite and Postgres).
+Over HTTP on a real `langflow run` with two workers on one Postgres database (folds after the reply, one at a time per
+session across workers), and in one process with concurrent graph runs on Langflow's services (SQLite and Postgres).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,12 +31,15 @@ from langflow_summarizing_agent.state import Cursor
 from tests.agent_runs import QUIET_AGENT, scripted_session
 from tests.conftest import LangflowDatabase, MemoryScope
 from tests.fake_chat_model import FakeChatModelComponent, folded_texts
+from tests.flow_files import read_records
 from tests.postgres_database import fresh_postgres_database
 from tests.server_fixtures import LangflowServer, running_langflow_server
 
-CONCURRENT_RUNS = 8
+CONCURRENT_RUNS = 16
 # How long concurrent rounds go on until one is spread over both workers (a worker boots Langflow on its own).
 WORKER_SPREAD_TIMEOUT = 180.0
+FOLDS_QUIET_SECONDS = 2.0
+FOLDS_SETTLE_TIMEOUT = 60.0
 T0 = datetime(2026, 2, 1, 12, 0, tzinfo=timezone.utc)
 # A small window and batch make nearly every turn fold, so concurrent turns race on the same state row.
 FOLD_OFTEN = {
@@ -133,11 +138,19 @@ def two_worker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lang
         yield server
 
 
-def summarizing_flow(**agent_settings: Any) -> dict[str, Any]:
-    """Chat Input -> Summarizing Agent (offline model) -> Chat Output, as the JSON `POST /api/v1/flows/` takes."""
+def summarizing_flow(record_path: Path, **agent_settings: Any) -> dict[str, Any]:
+    """Chat Input -> Summarizing Agent (offline model recording to `record_path`) -> Chat Output, as the JSON
+    `POST /api/v1/flows/` takes."""
     chat_input = ChatInput(_id="chat_input")
     model = FakeChatModelComponent(_id="offline_model")
-    model.set(reply="Noted:", echo="question", worker_name=True, fold_answer="list", fold_delay=0.2)
+    model.set(
+        reply="Noted:",
+        echo="question",
+        worker_name=True,
+        fold_answer="list",
+        fold_delay=0.2,
+        record_path=str(record_path),
+    )
     agent = SummarizingAgentComponent(_id="agent")
     agent.set(model=model.build_model, input_value=chat_input.message_response, **{**QUIET_AGENT, **agent_settings})
     chat_output = ChatOutput(_id="chat_output")
@@ -178,10 +191,13 @@ def concurrent_round(server: LangflowServer, api_key: str, flow_id: str, session
 
 @pytest.mark.server
 @pytest.mark.postgres
-def test_concurrent_runs_on_two_workers_fold_each_message_once(two_worker_server: LangflowServer) -> None:
+def test_concurrent_runs_on_two_workers_fold_each_message_once(
+    two_worker_server: LangflowServer, tmp_path: Path
+) -> None:
     server = two_worker_server
+    record_path = tmp_path / "calls.jsonl"
     with server.client(token=server.superuser_token) as client:
-        created = client.post("/api/v1/flows/", json=summarizing_flow(**FOLD_OFTEN))
+        created = client.post("/api/v1/flows/", json=summarizing_flow(record_path, **FOLD_OFTEN))
     assert created.status_code in {200, 201}, created.text[:2000]
     flow_id = created.json()["id"]
     api_key = server.superuser_api_key
@@ -202,12 +218,29 @@ def test_concurrent_runs_on_two_workers_fold_each_message_once(two_worker_server
         state = check_fold_bookkeeping(engine, uuid.UUID(flow_id), session_id)
 
         run_turn(server, api_key, flow_id, session_id, "one more question once the dust has settled")
-        settled = check_fold_bookkeeping(engine, uuid.UUID(flow_id), session_id)
+        settled = wait_until_folds_end(engine, uuid.UUID(flow_id), session_id)
     finally:
         engine.dispose()
     watch.assert_only_moved_forward(state)
     assert settled["version"] >= state["version"]
     assert settled["absorbed_count"] >= state["absorbed_count"]
+    folds = [record for record in read_records(record_path) if record["kind"] == "fold"]
+    wasted = len(folds) - settled["version"]
+    print(f"{len(folds)} summary calls, {settled['version']} saved, {wasted} wasted")
+    assert wasted == 0, f"{wasted} of {len(folds)} summary calls were thrown away"
+
+
+def wait_until_folds_end(engine: sa.Engine, flow_id: uuid.UUID, session_id: str) -> dict[str, Any]:
+    """The state once no fold has saved for a while: folds run after the reply, so one may still be running."""
+    state = check_fold_bookkeeping(engine, flow_id, session_id)
+    deadline = time.monotonic() + FOLDS_SETTLE_TIMEOUT
+    while time.monotonic() < deadline:
+        time.sleep(FOLDS_QUIET_SECONDS)
+        latest = check_fold_bookkeeping(engine, flow_id, session_id)
+        if latest["version"] == state["version"]:
+            return latest
+        state = latest
+    pytest.fail(f"folds still saving after {FOLDS_SETTLE_TIMEOUT} s")
 
 
 # Concurrent graph runs in one process
@@ -232,6 +265,7 @@ async def test_concurrent_graph_runs_in_one_process_fold_each_message_once(langf
         engine.dispose()
     watch.assert_only_moved_forward(state)
     assert settled["version"] >= state["version"]
+    assert len(chat.model.fold_calls) == settled["version"], "a summary call was thrown away"
 
 
 async def test_a_turn_reads_only_what_was_stored_before_its_input(memory_scope: MemoryScope, insert_messages) -> None:

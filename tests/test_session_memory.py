@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 
 from langflow_summarizing_agent import session_memory as sm
 from langflow_summarizing_agent.models import SessionMemoryStateTable
-from langflow_summarizing_agent.state import Cursor, MemoryState
+from langflow_summarizing_agent.state import Cursor, HeldScopes, MemoryState
 from tests.conftest import LangflowDatabase, MemoryScope, stored_state
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
@@ -419,3 +419,17 @@ def test_unsupported_without_langflow_services_answers_empty(tmp_path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "[False, True, True, False, [], [], 0, [], 0, 0, 0, 0]"
     assert not any(tmp_path.glob("*.db")), "no database may be created when Langflow's services are not running"
+
+
+async def test_the_fold_lock_holds_across_worker_processes_on_postgres_and_within_one_on_sqlite(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = sm.LangflowStore().session(**memory_scope.kwargs())
+    async with store.fold_lock() as here, store.fold_lock() as again_here:
+        # Another worker process has the database but none of this process's locks.
+        monkeypatch.setattr(sm, "_FOLD_LOCKS", HeldScopes())
+        async with store.fold_lock() as in_another_worker:
+            assert (here, again_here) == (True, False)
+            assert in_another_worker is (langflow_db.backend != "postgres")
+    async with store.fold_lock() as after_release:
+        assert after_release

@@ -16,6 +16,8 @@ from langchain_core.messages import BaseMessage
 from lfx.schema.message import Message
 from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_NAME_USER, MESSAGE_SENDER_USER
 
+from langflow_summarizing_agent import background
+from langflow_summarizing_agent.background import FoldOutcome
 from langflow_summarizing_agent.fold import (
     COMPACT_COMMAND,
     COMPACT_REPLY_PREFIX,
@@ -215,11 +217,23 @@ async def to_agent_history(
     return history
 
 
-def describe_turn(turn: TurnHistory) -> str:
-    """One status line: what was folded, what the summary covers, history tokens sent against the stock Agent."""
+def describe_turn(turn: TurnHistory, previous: FoldOutcome | None = None) -> str:
+    """One status line: what was folded and where, what the summary covers, history tokens sent against the stock
+    Agent. `previous` is the background fold that ran after the previous turn, if this process ran one."""
     parts = []
-    if turn.folded:
+    if previous is not None:
+        parts.append(describe_background_fold(previous))
+    if turn.folded and turn.inline_fold:
+        parts.append(
+            f"folded {turn.folded} messages in this turn ({turn.fold_calls} summary call(s)): older messages "
+            "could not reach the model otherwise"
+        )
+    elif turn.folded:
         parts.append(f"folded {turn.folded} messages in {turn.fold_calls} summary call(s)")
+    if turn.fold_busy:
+        parts.append("a summary is being updated; this turn used the previous one")
+    if turn.fold_due:
+        parts.append(f"a fold is due ({turn.fold_due}); the summary is updated in the background after this reply")
     if turn.state.folded_count:
         parts.append(f"summary covers {turn.state.folded_count} earlier messages")
     if turn.not_summarized:
@@ -276,17 +290,44 @@ async def summarized_memory_data(
         exclude_ids=(input_id,) if input_id else (),
     )
     summarizer = make_summarizer(lambda: build_summary_model(component), timeout)
+    folder = Folder(store, summarizer, settings, save_failures=SAVE_FAILURES)
+    folds = background.FOLDS
     try:
-        turn = await Folder(store, summarizer, settings, save_failures=SAVE_FAILURES).prepare_history(compact=compact)
+        if compact:
+            await folds.wait(store.key)
+            turn = await folder.prepare_history(compact=True)
+        elif folds.enabled:
+            turn = await folder.prepare_history_folding_later()
+        else:
+            turn = await folder.prepare_history()
     except Exception as exc:
         logger.exception("Summarizing Agent: session memory failed; using the last N messages")
         _report(component, f"Summarizing Agent: session memory unavailable ({type(exc).__name__}); used the last N.")
         return await stock_history()
 
+    if folds.running(store.key):
+        turn.fold_busy, turn.fold_due = True, None
+    elif turn.fold_due:
+        # The fold reads what this turn read (the messages before its input), so it folds exactly what was due,
+        # whenever the reply is stored.
+        fold_after(store.key, Folder(store, summarizer, settings, save_failures=SAVE_FAILURES).prepare_history)
     history = await to_agent_history(turn, str(graph.session_id), session_memory.as_chat_message)
     component._summarizing_turn = (key, history, turn)
-    _report(component, describe_turn(turn))
+    _report(component, describe_turn(turn, folds.take_outcome(store.key) if folds.enabled else None))
     return list(history)
+
+
+def fold_after(key: tuple[str, ...], fold: Callable[[], Awaitable[TurnHistory]]) -> None:
+    """Start `fold` in the background once the task building this agent ends, that is once the reply is produced.
+
+    Hooked on the task, not on the component's code, so flows saved with an earlier version of the component (their
+    code is what Langflow runs) fold after the reply too.
+    """
+    task = asyncio.current_task()
+    if task is None:
+        background.FOLDS.start(key, fold)
+        return
+    task.add_done_callback(lambda _: background.FOLDS.start(key, fold))
 
 
 def last_turn(component: Any) -> TurnHistory | None:
@@ -322,6 +363,15 @@ def is_compact_request(component: Any) -> bool:
         return False
     text = getattr(component.input_value, "text", component.input_value)
     return isinstance(text, str) and text.strip() == COMPACT_COMMAND
+
+
+def describe_background_fold(outcome: FoldOutcome) -> str:
+    if outcome.problems:
+        return "the summary update after the previous turn failed: " + "; ".join(outcome.problems)
+    return (
+        f"summary updated in the background after the previous turn: folded {outcome.folded} messages "
+        f"({outcome.calls} summary call(s), {outcome.seconds:.1f} s)"
+    )
 
 
 def compact_reply_text(turn: TurnHistory | None, pinned_keys: Sequence[str], fallback_note: str | None) -> str:

@@ -24,8 +24,9 @@ from fastapi import APIRouter, HTTPException, Query, status
 from langflow.api.utils import CurrentActiveUser, DbSession
 from pydantic import BaseModel, Field
 
+from langflow_summarizing_agent import background
 from langflow_summarizing_agent.migrate import ensure_migrated
-from langflow_summarizing_agent.session_memory import LangflowStore
+from langflow_summarizing_agent.session_memory import LangflowStore, in_session
 from langflow_summarizing_agent.state import ScopedState, StateStore
 
 __all__ = ["MAX_ID_LENGTH", "ROUTE_PREFIX", "router"]
@@ -87,6 +88,7 @@ async def read_session_state(
     flow_uuid = _valid_request(flow_id, session_id, context_id)
     await _ensure_flow_or_404(session, flow_uuid, current_user, write=False)
     await _ensure_storage()
+    await _folds_ended(flow_uuid, session_id, context_id)
     states = await _STORE.states(flow_id=flow_uuid, session_id=session_id, context_id=context_id)
     if not states:
         raise HTTPException(
@@ -109,8 +111,17 @@ async def reset_session_state(
     flow_uuid = _valid_request(flow_id, session_id, context_id)
     await _ensure_flow_or_404(session, flow_uuid, current_user, write=True)
     await _ensure_storage()
+    await _folds_ended(flow_uuid, session_id, context_id)
     deleted = await _STORE.reset(flow_id=flow_uuid, session_id=session_id, context_id=context_id)
     return SessionStateReset(flow_id=flow_uuid, session_id=session_id, deleted=deleted)
+
+
+async def _folds_ended(flow_id: UUID, session_id: str, context_id: str | None) -> None:
+    """Wait for the session's folds running in this worker: a read or reset right after a turn sees what the fold
+    after its reply saved."""
+    await background.FOLDS.wait_for(
+        lambda key: in_session(key, flow_id=flow_id, session_id=session_id, context_id=context_id)
+    )
 
 
 def _valid_request(flow_id: str | None, session_id: str, context_id: str | None) -> UUID:

@@ -152,6 +152,23 @@ class TurnHistory:
     history_tokens: int = 0
     stock_history_tokens: int = 0
     problems: list[str] = field(default_factory=list)
+    fold_due: str | None = None
+    """Why a fold is due that this turn left for after its reply ("fold batch", "history token budget")."""
+    fold_busy: bool = False
+    """A fold was due, and another fold of the session was running: this turn used the previous summary."""
+    inline_fold: bool = False
+    """A turn that leaves folds for after the reply folded inline, as its history could not fit otherwise."""
+
+
+@dataclass(frozen=True)
+class TurnRead:
+    """What a plan is made from: the state, the newest messages, and when those do not reach back to the cursor,
+    the unfolded messages read from it (`older`) and the count of those between that were not read (`unread`)."""
+
+    state: MemoryState
+    messages: list[StoredMessage]
+    older: list[StoredMessage]
+    unread: int
 
 
 def is_compaction_exchange(message: StoredMessage) -> bool:
@@ -550,6 +567,70 @@ class Folder:
         self.save_failures = save_failures or SaveFailures()
 
     async def prepare_history(self, *, compact: bool = False) -> TurnHistory:
+        """Read, fold what is due (holding the scope's fold lock), and plan what the model gets."""
+        return await self._prepare(compact=compact, fold_later=False)
+
+    async def prepare_history_folding_later(self) -> TurnHistory:
+        """Read and plan what the model gets without a summary call, leaving a due fold for after the reply
+        (`TurnHistory.fold_due`). Folds inline only when the history cannot fit otherwise: when messages older than
+        the window would go neither word for word nor through the summary."""
+        return await self._prepare(compact=False, fold_later=True)
+
+    async def _prepare(self, *, compact: bool, fold_later: bool) -> TurnHistory:
+        read = await self._read()
+        plan = self._plan(read, compact=compact)
+        turn = TurnHistory(summary_text=None, verbatim=[], state=read.state)
+        postponed = plan.postponed
+        if plan.fold and fold_later and not plan.not_summarized:
+            turn.fold_due = plan.reason
+        elif plan.fold:
+            async with self.store.fold_lock() as held:
+                if held:
+                    # Read again under the lock: a fold that finished meanwhile leaves nothing due, and no call.
+                    read = await self._read()
+                    plan = self._plan(read, compact=compact)
+                    turn.state, postponed = read.state, plan.postponed
+                    turn.inline_fold = fold_later and bool(plan.fold)
+                    plan = await self._fold_due(turn, read, plan)
+                else:
+                    turn.fold_busy = True
+        if postponed:
+            turn.problems.append(
+                f"summary fold failed {turn.state.failed_folds} time(s) in a row; next try after "
+                f"{turn.state.retry_after:%Y-%m-%d %H:%M:%S} UTC"
+            )
+        turn.verbatim = list(plan.send)
+        turn.summary_text = plan.summary_text
+        turn.not_summarized = plan.not_summarized
+        turn.history_tokens = plan.history_tokens
+        turn.stock_history_tokens = _stock_history_estimate(read.messages, turn.state, self.settings.window)
+        return turn
+
+    async def _fold_due(self, turn: TurnHistory, read: TurnRead, plan: Plan) -> Plan:
+        """Fold while a fold is due, up to Max Folds per Turn calls; the plan for the state that comes out."""
+        while plan.fold and turn.fold_calls < self.settings.max_folds_per_turn:
+            folded_before = turn.folded
+            turn.state = await self._fold(turn.state, plan, turn)
+            plan = plan_turn(
+                turn.state, read.messages, self.settings, older=read.older, unread=read.unread, now=self.now()
+            )
+            if turn.folded == folded_before or turn.problems:
+                break
+        return plan
+
+    def _plan(self, read: TurnRead, *, compact: bool) -> Plan:
+        return plan_turn(
+            read.state,
+            read.messages,
+            self.settings,
+            older=read.older,
+            unread=read.unread,
+            compact=compact,
+            now=self.now(),
+        )
+
+    async def _read(self) -> TurnRead:
+        """The state and the messages a plan needs, in as few reads as the session allows."""
         settings = self.settings
         state, messages = await self.store.load_turn(settings.read_limit)
         state = self.save_failures.applied(self.store.key, state)
@@ -563,26 +644,7 @@ class Folder:
             messages = await self.store.recent(self._read_limit, after=state.cursor)
         messages = await self._with_folded_window(state, messages)
         older, unread = await self._from_cursor(state, messages)
-
-        plan = plan_turn(state, messages, settings, older=older, unread=unread, compact=compact, now=self.now())
-        turn = TurnHistory(summary_text=None, verbatim=[], state=state)
-        if plan.postponed:
-            turn.problems.append(
-                f"summary fold failed {state.failed_folds} time(s) in a row; next try after "
-                f"{state.retry_after:%Y-%m-%d %H:%M:%S} UTC"
-            )
-        while plan.fold and turn.fold_calls < settings.max_folds_per_turn:
-            folded_before = turn.folded
-            turn.state = await self._fold(turn.state, plan, turn)
-            plan = plan_turn(turn.state, messages, settings, older=older, unread=unread, now=self.now())
-            if turn.folded == folded_before or turn.problems:
-                break
-        turn.verbatim = list(plan.send)
-        turn.summary_text = plan.summary_text
-        turn.not_summarized = plan.not_summarized
-        turn.history_tokens = plan.history_tokens
-        turn.stock_history_tokens = _stock_history_estimate(messages, turn.state, settings.window)
-        return turn
+        return TurnRead(state, messages, older, unread)
 
     async def _with_folded_window(self, state: MemoryState, messages: list[StoredMessage]) -> list[StoredMessage]:
         """The newest messages whether folded or not, when the window reaches back past the cursor.

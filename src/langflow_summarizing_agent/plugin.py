@@ -1,29 +1,47 @@
 """Langflow wiring at startup: the `langflow.plugins` entry point.
 
 When Langflow creates its FastAPI app (once per worker process), it calls every `langflow.plugins` entry point with
-the app. Ours, `install_routes_and_listeners`, does the two things this package needs from a running Langflow:
+the app. Ours, `install_routes_and_listeners`, does the three things this package needs from a running Langflow:
 
 1. it adds the HTTP API of `api` (inspect and reset a session's summary), under `api.ROUTE_PREFIX`;
 2. it installs the SQLAlchemy listeners of `lifecycle`, which purge or move summaries in the transaction that
-   deletes or renames messages.
+   deletes or renames messages;
+3. it turns on folding after the reply (`background.FOLDS`), as a server's event loop outlives the turn, and adds
+   a shutdown hook to Langflow's lifespan that cancels running folds before the database closes.
 
 Routes come first: Langflow rolls back a failed plugin's routes but nothing else it did. Nothing else runs at
-import time or startup; the state table is migrated on first use (`migrate.ensure_migrated`) or by
-`langflow summarizing-agent migrate`. The component itself is found through the `langflow.extensions` entry
-point, and standalone `lfx` loads neither.
+import time or startup (a bad `SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS` stops the server with its name); the state
+table is migrated on first use (`migrate.ensure_migrated`) or by `langflow summarizing-agent migrate`. The
+component itself is found through the `langflow.extensions` entry point, and standalone `lfx` loads neither.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from langflow_summarizing_agent import api, lifecycle
+from langflow_summarizing_agent import api, background, lifecycle
 
 __all__ = ["install_routes_and_listeners"]
 
 
 def install_routes_and_listeners(app: Any) -> None:
-    """Add the summary routes to `app` (Langflow hands plugins a wrapper that only adds routes) and install the
-    message listeners (idempotent)."""
+    """Add the summary routes to `app` (Langflow hands plugins a wrapper that only adds routes), install the
+    message listeners and turn on folds after the reply (idempotent)."""
     app.include_router(api.router)
     lifecycle.install_listeners()
+    background.FOLDS.enable(background.max_running_from_environment())
+    _add_shutdown_hook(background.FOLDS.shutdown)
+
+
+def _add_shutdown_hook(hook: Callable[[], Awaitable[None]]) -> None:
+    """Run `hook` first when Langflow's lifespan ends, through the registry Langflow keeps for plugins' lifespan
+    hooks. Without that registry the folds are cancelled with the event loop, which also leaves states as they were.
+    """
+    try:
+        from langflow.main import _enterprise_lifespan_hooks
+    except ImportError:
+        return
+    hooks = _enterprise_lifespan_hooks.get("shutdown")
+    if hooks is not None and hook not in hooks:
+        hooks.append(hook)

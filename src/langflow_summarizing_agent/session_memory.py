@@ -19,7 +19,9 @@ A turn's read is one statement, a save one more (plus one migration check per pr
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+import hashlib
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cache
@@ -54,6 +56,7 @@ from langflow_summarizing_agent.migrate import ensure_migrated
 from langflow_summarizing_agent.models import NO_CONTEXT, SCOPE_COLUMNS, TABLE_NAME, SessionMemoryStateTable
 from langflow_summarizing_agent.state import (
     Cursor,
+    HeldScopes,
     Id,
     MemoryState,
     Rename,
@@ -75,6 +78,7 @@ __all__ = [
     "StateRows",
     "UnsupportedDatabaseError",
     "as_chat_message",
+    "in_session",
     "session_memory_supported",
 ]
 
@@ -89,6 +93,9 @@ _TABLE = SessionMemoryStateTable.metadata.tables[TABLE_NAME]
 # Ids per IN list: far below the bind-parameter limits of SQLite (32766) and Postgres (65535).
 _CHUNK = 500
 _Scope = tuple[UUID, UUID]
+_FOLD_LOCKS = HeldScopes()
+"""The fold locks this process holds, by scope; PostgreSQL's advisory locks hold them across processes."""
+_ADVISORY_NAMESPACE = b"langflow_summarizing_agent.fold"
 
 
 class UnsupportedDatabaseError(RuntimeError):
@@ -316,6 +323,23 @@ class LangflowSessionStore:
         async with session_scope() as session:
             stmt = select(func.count()).select_from(_message_class()).where(*filters)
             return int((await session.exec(stmt)).one())
+
+    @asynccontextmanager
+    async def fold_lock(self) -> AsyncIterator[bool]:
+        async with _FOLD_LOCKS.hold(self.key) as held:
+            scope = await self._scope() if held else None
+            if scope is None:
+                yield False
+                return
+            from langflow.services.deps import get_db_service, session_scope
+
+            if get_db_service().engine.dialect.name != "postgresql":
+                yield True
+                return
+            async with session_scope() as session:
+                # Held until this transaction ends, however the fold ends: no unlock to forget.
+                statement = sa_select(func.pg_try_advisory_xact_lock(_advisory_key(self.key)))
+                yield bool((await session.execute(statement)).scalar())
 
     async def _scope(self) -> _Scope | None:
         if not self.session_id:
@@ -880,6 +904,20 @@ def _as_uuid(value: Id) -> UUID | None:
         return UUID(str(value))
     except ValueError:
         return None  # Cannot be a stored message id, so there is nothing to exclude.
+
+
+def in_session(key: tuple[str, ...], *, flow_id: UUID, session_id: str, context_id: str | None = None) -> bool:
+    """True when a `LangflowSessionStore.key` belongs to the session (and context, when given)."""
+    flow, _, session, context = key
+    if session != session_id or (context_id is not None and context != (context_id or NO_CONTEXT)):
+        return False
+    return _as_uuid(flow) == flow_id
+
+
+def _advisory_key(key: tuple[str, ...]) -> int:
+    """A scope as a PostgreSQL advisory lock key (a signed 64-bit integer)."""
+    digest = hashlib.blake2b("\x1f".join(key).encode(), digest_size=8, key=_ADVISORY_NAMESPACE).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def _naive_utc(value: datetime) -> datetime:

@@ -7,7 +7,9 @@ them in memory, and one contract suite runs on every implementation.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+import threading
+from collections.abc import AsyncIterator, Collection, Hashable, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal, Protocol
@@ -110,6 +112,29 @@ class Rename:
     """True when every message moved into a session that had none: the state can follow."""
 
 
+class HeldScopes:
+    """Scopes whose fold lock this process holds: the part of `SessionStore.fold_lock` a process can give."""
+
+    def __init__(self) -> None:
+        self._held: set[Hashable] = set()
+        self._mutex = threading.Lock()
+
+    @asynccontextmanager
+    async def hold(self, key: Hashable) -> AsyncIterator[bool]:
+        with self._mutex:
+            taken = key not in self._held
+            self._held.add(key)
+        try:
+            yield taken
+        finally:
+            if taken:
+                with self._mutex:
+                    self._held.discard(key)
+
+    def held(self, key: Hashable) -> bool:
+        return key in self._held
+
+
 class SessionStore(Protocol):
     """One scope's memory: (flow, owner, session, context), fixed when the store is made.
 
@@ -155,6 +180,12 @@ class SessionStore(Protocol):
 
     async def count_after(self, cursor: Cursor | None, before: Cursor) -> int:
         """How many messages lie after `cursor` and before `before`."""
+        ...
+
+    def fold_lock(self) -> AbstractAsyncContextManager[bool]:
+        """The scope's fold lock, held while the body runs: yields True to the one holder, and False at once to
+        anyone else, who then makes no summary call. It holds within the process always, and across processes
+        where the database can (a PostgreSQL advisory lock); compare-and-swap still guards every save."""
         ...
 
 

@@ -1,0 +1,159 @@
+"""Folds that run after the reply: on a Langflow server no turn waits for a summary call.
+
+A turn on `langflow run` plans its history without a summary call (`Folder.prepare_history_folding_later`). When a
+fold is due, the component starts it here once the reply is produced, and a later turn uses the summary it saved.
+`FOLDS` is the process's one registry of those folds:
+
+- at most one fold per session scope, and at most `max_running` summary calls at once in the process (the
+  environment variable `SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS`, default 4); more folds wait for a place;
+- each fold holds the session's fold lock (`SessionStore.fold_lock`), so a fold running in another worker makes
+  this one skip without a summary call;
+- a fold that fails is logged and recorded for the session's next turn; one that is cancelled (the server shuts
+  down) leaves the state as it was, since only a completed fold saves.
+
+Background folds need an event loop that outlives the turn. The `langflow.plugins` entry point turns them on
+(`enable`), which only `langflow run` loads; `lfx run`, and a graph run to completion in a script, fold inline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from langflow_summarizing_agent.fold import TurnHistory
+
+logger = logging.getLogger(__name__)
+
+ScopeKey = tuple[str, ...]
+"""A session store's `key`."""
+
+MAX_RUNNING_ENV = "SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS"
+DEFAULT_MAX_RUNNING = 4
+MAX_OUTCOMES = 10_000
+"""Outcomes kept for sessions whose next turn has not come yet; the oldest are forgotten first."""
+
+
+@dataclass(frozen=True)
+class FoldOutcome:
+    """What a background fold did, for the session's next turn to report."""
+
+    folded: int
+    calls: int
+    seconds: float
+    problems: tuple[str, ...] = ()
+
+
+class BackgroundFolds:
+    """The background folds of one process, by session scope."""
+
+    def __init__(self, max_running: int = DEFAULT_MAX_RUNNING) -> None:
+        self.enabled = False
+        self.max_running = max_running
+        self._tasks: dict[ScopeKey, asyncio.Task[None]] = {}
+        self._outcomes: OrderedDict[ScopeKey, FoldOutcome] = OrderedDict()
+        self._places: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def enable(self, max_running: int | None = None) -> None:
+        """Fold after the reply from now on in this process (idempotent)."""
+        if max_running is not None:
+            if max_running < 1:
+                msg = f"{MAX_RUNNING_ENV} must be at least 1, got {max_running}"
+                raise ValueError(msg)
+            self.max_running = max_running
+        self.enabled = True
+
+    def running(self, key: ScopeKey) -> bool:
+        return key in self._tasks
+
+    def start(self, key: ScopeKey, fold: Callable[[], Awaitable[TurnHistory]]) -> bool:
+        """Run `fold` in the background unless the session has one running; True when it was started."""
+        if key in self._tasks:
+            return False
+        task = asyncio.get_running_loop().create_task(self._run(key, fold), name="summarizing-agent-fold")
+        self._tasks[key] = task
+        task.add_done_callback(lambda done: self._tasks.pop(key) if self._tasks.get(key) is done else None)
+        return True
+
+    def take_outcome(self, key: ScopeKey) -> FoldOutcome | None:
+        """The outcome of the session's last background fold, once: the next turn reports it."""
+        return self._outcomes.pop(key, None)
+
+    async def wait(self, key: ScopeKey) -> None:
+        """Wait for the session's running fold, if any, to end (however it ends)."""
+        task = self._tasks.get(key)
+        if task is not None:
+            await asyncio.wait([task])
+
+    async def wait_for(self, match: Callable[[ScopeKey], bool]) -> None:
+        """Wait for the running folds whose session `match` accepts to end."""
+        tasks = [task for key, task in self._tasks.items() if match(key)]
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def wait_all(self) -> None:
+        """Wait for every running fold to end."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks.values()))
+
+    async def shutdown(self) -> None:
+        """Cancel every running fold and wait for them to end: their states stay as they were."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+            logger.info("Summarizing Agent: cancelled %d background fold(s) at shutdown", len(tasks))
+
+    async def _run(self, key: ScopeKey, fold: Callable[[], Awaitable[TurnHistory]]) -> None:
+        try:
+            async with self._place():
+                started = time.monotonic()
+                turn = await fold()
+        except asyncio.CancelledError:
+            logger.info("Summarizing Agent: a background fold was cancelled; the summary stays as it was")
+            raise
+        except Exception as exc:
+            logger.exception("Summarizing Agent: a background fold failed; the summary stays as it was")
+            self._record(key, FoldOutcome(0, 0, 0.0, (f"session memory unavailable ({type(exc).__name__})",)))
+            return
+        for problem in turn.problems:
+            logger.warning("Summarizing Agent: background fold: %s", problem)
+        if turn.fold_calls:
+            seconds = time.monotonic() - started
+            self._record(key, FoldOutcome(turn.folded, turn.fold_calls, seconds, tuple(turn.problems)))
+
+    def _place(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        places = self._places.get(loop)
+        if places is None:
+            places = self._places[loop] = asyncio.Semaphore(self.max_running)
+        return places
+
+    def _record(self, key: ScopeKey, outcome: FoldOutcome) -> None:
+        self._outcomes[key] = outcome
+        self._outcomes.move_to_end(key)
+        while len(self._outcomes) > MAX_OUTCOMES:
+            self._outcomes.popitem(last=False)
+
+
+def max_running_from_environment() -> int | None:
+    raw = os.environ.get(MAX_RUNNING_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        msg = f"{MAX_RUNNING_ENV} must be a whole number of folds, got {raw!r}"
+        raise ValueError(msg) from None
+
+
+FOLDS = BackgroundFolds()
+"""This process's background folds."""

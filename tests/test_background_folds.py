@@ -1,0 +1,370 @@
+"""Folds after the reply: a turn plans without a summary call, the fold runs in the background, one per session.
+
+The fold logic and the process's registry with fakes; then whole turns through lfx graphs on Langflow's services
+(SQLite and Postgres) with background folds on, as `langflow run` turns them on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import pytest
+
+from langflow_summarizing_agent import background, lifecycle
+from langflow_summarizing_agent.background import BackgroundFolds
+from langflow_summarizing_agent.fold import SUMMARY_PREFIX, Folder, FoldSettings
+from tests.agent_runs import scripted_session
+from tests.conftest import LangflowDatabase, stored_state
+from tests.fakes import InMemoryStore, RecordingSummarizer, make_messages
+
+FOLD_BY_BATCH = {"n_messages": 5, "fold_batch": 4, "history_token_budget": 0}
+
+
+def settings(**overrides: Any) -> FoldSettings:
+    return FoldSettings(**{**FOLD_BY_BATCH, **overrides})
+
+
+def chat(count: int) -> InMemoryStore:
+    return InMemoryStore(make_messages([f"message {n}" for n in range(count)]))
+
+
+def shown(turn: Any) -> list[str]:
+    return [m.text for m in turn.verbatim]
+
+
+# The fold logic
+
+
+async def test_a_due_fold_is_left_for_after_the_reply_and_every_message_still_reaches_the_model() -> None:
+    store = chat(8)
+    summarizer = RecordingSummarizer()
+
+    turn = await Folder(store, summarizer, settings()).prepare_history_folding_later()
+
+    assert summarizer.calls == 0
+    assert turn.fold_due == "fold batch"
+    assert shown(turn) == [f"message {n}" for n in range(8)], "a fold left for later hides nothing meanwhile"
+    assert turn.not_summarized == 0
+
+    after_reply = await Folder(store, summarizer, settings()).prepare_history()
+    assert summarizer.calls == 1
+    assert after_reply.folded == 4
+    next_turn = await Folder(store, summarizer, settings()).prepare_history_folding_later()
+    assert summarizer.calls == 1
+    assert next_turn.summary_text is not None and next_turn.summary_text.startswith(SUMMARY_PREFIX)
+    assert shown(next_turn) == [f"message {n}" for n in range(4, 8)]
+    assert next_turn.fold_due is None
+
+
+async def test_a_turn_folds_inline_when_older_messages_could_not_reach_the_model_otherwise() -> None:
+    # Two batches and more past the window: the read holds n_messages + 2 batches, so the oldest go unread.
+    store = chat(30)
+    summarizer = RecordingSummarizer()
+
+    turn = await Folder(store, summarizer, settings()).prepare_history_folding_later()
+
+    assert summarizer.calls == 1
+    assert turn.inline_fold
+    assert turn.fold_due is None
+    assert turn.not_summarized == 0
+    assert turn.state.folded_count == 26
+
+
+async def test_a_turn_that_finds_the_sessions_fold_running_makes_no_summary_call() -> None:
+    store = chat(30)
+    store.state = None
+    summarizer = RecordingSummarizer()
+
+    async with store.fold_lock() as held:
+        assert held
+        turn = await Folder(store, summarizer, settings()).prepare_history_folding_later()
+
+    assert summarizer.calls == 0
+    assert turn.fold_busy
+    assert not turn.folded
+    assert shown(turn)[-4:] == [f"message {n}" for n in range(26, 30)], "the window still goes word for word"
+
+
+async def test_a_fold_that_finds_the_work_done_under_the_lock_makes_no_summary_call() -> None:
+    store = chat(8)
+    other = RecordingSummarizer()
+    summarizer = RecordingSummarizer()
+
+    class FoldedMeanwhile(InMemoryStore):
+        """Another worker's fold saves between this fold's read and its taking the lock."""
+
+        def fold_lock(self) -> AbstractAsyncContextManager[bool]:
+            @asynccontextmanager
+            async def lock() -> AsyncIterator[bool]:
+                await Folder(store, other, settings()).prepare_history()
+                async with store.fold_lock() as held:
+                    yield held
+
+            return lock()
+
+    late = FoldedMeanwhile()
+    late.store, late.scope = store.store, store.scope
+
+    turn = await Folder(late, summarizer, settings()).prepare_history()
+
+    assert other.calls == 1
+    assert summarizer.calls == 0, "a summary call whose result would be thrown away"
+    assert turn.state.folded_count == 4
+
+
+def test_the_fold_lock_holds_per_session() -> None:
+    store = chat(2)
+    other_session = InMemoryStore(make_messages(["hello"]))
+
+    async def check() -> None:
+        async with store.fold_lock() as first, store.fold_lock() as second, other_session.fold_lock() as third:
+            assert (first, second, third) == (True, False, True)
+        async with store.fold_lock() as again:
+            assert again
+
+    asyncio.run(check())
+
+
+# The registry
+
+
+class FoldGate:
+    """A fake model's `fold_gate`: fold calls wait for `set()`; `started` is set by the first call that waits."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self._open = asyncio.Event()
+
+    async def wait(self) -> None:
+        self.started.set()
+        await self._open.wait()
+
+    def set(self) -> None:
+        self._open.set()
+
+
+class Gate:
+    """A fold that waits for `open()`, recording that it started and how it ended."""
+
+    def __init__(self) -> None:
+        self.opened = asyncio.Event()
+        self.started = asyncio.Event()
+        self.cancelled = False
+
+    async def fold(self) -> Any:
+        self.started.set()
+        try:
+            await self.opened.wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        store = chat(8)
+        return await Folder(store, RecordingSummarizer(), settings()).prepare_history()
+
+
+async def test_one_background_fold_per_session() -> None:
+    folds = BackgroundFolds()
+    gate, second = Gate(), Gate()
+
+    assert folds.start("session", gate.fold)
+    assert not folds.start("session", second.fold), "a second fold of a session with one running"
+    assert folds.running("session")
+    gate.opened.set()
+    await folds.wait("session")
+
+    assert not folds.running("session")
+    assert not second.started.is_set()
+    outcome = folds.take_outcome("session")
+    assert outcome is not None and (outcome.folded, outcome.calls) == (4, 1)
+    assert folds.take_outcome("session") is None, "the next turn reports an outcome once"
+
+
+async def test_the_process_runs_at_most_max_running_folds_at_once() -> None:
+    folds = BackgroundFolds(max_running=1)
+    first, second = Gate(), Gate()
+    folds.start("a", first.fold)
+    folds.start("b", second.fold)
+    await first.started.wait()
+    await asyncio.sleep(0.05)
+
+    assert not second.started.is_set(), "the second fold started beyond the cap"
+    first.opened.set()
+    second.opened.set()
+    await folds.wait("a")
+    await folds.wait("b")
+    assert second.started.is_set()
+
+
+async def test_shutdown_cancels_running_folds_and_leaves_the_state_as_it_was(caplog: pytest.LogCaptureFixture) -> None:
+    folds = BackgroundFolds()
+    store = chat(8)
+    summarizer = RecordingSummarizer()
+    summarizer.model.fold_gate = FoldGate()
+    folds.start(store.key, Folder(store, summarizer, settings()).prepare_history)
+    await summarizer.model.fold_gate.started.wait()
+
+    with caplog.at_level(logging.INFO, logger=background.__name__):
+        await folds.shutdown()
+
+    assert store.state is None, "a cancelled fold saved"
+    assert not folds.running(store.key)
+    assert "cancelled" in caplog.text
+
+
+async def test_a_failed_background_fold_is_logged_and_reported_to_the_next_turn(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    folds = BackgroundFolds()
+    store = chat(8)
+    summarizer = RecordingSummarizer([RuntimeError("provider down")])
+
+    with caplog.at_level(logging.WARNING, logger=background.__name__):
+        folds.start(store.key, Folder(store, summarizer, settings()).prepare_history)
+        await folds.wait(store.key)
+
+    outcome = folds.take_outcome(store.key)
+    assert outcome is not None and outcome.folded == 0
+    assert "provider down" in " ".join(outcome.problems)
+    assert "provider down" in caplog.text
+    assert store.state is not None and store.state.failed_folds == 1, "the back-off applies as for an inline fold"
+
+
+def test_a_cap_below_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(background.MAX_RUNNING_ENV, "0")
+    with pytest.raises(ValueError, match=background.MAX_RUNNING_ENV):
+        BackgroundFolds().enable(background.max_running_from_environment())
+    monkeypatch.setenv(background.MAX_RUNNING_ENV, "many")
+    with pytest.raises(ValueError, match="whole number"):
+        background.max_running_from_environment()
+
+
+# Whole turns on Langflow's services
+
+GRAPH_SETTINGS = {"summarize_older_messages": True, **FOLD_BY_BATCH}
+
+
+@pytest.fixture
+def background_folds(monkeypatch: pytest.MonkeyPatch) -> Iterator[BackgroundFolds]:
+    """Folds after the reply in this process, as `langflow run` has them."""
+    folds = BackgroundFolds()
+    folds.enable()
+    monkeypatch.setattr(background, "FOLDS", folds)
+    yield folds
+
+
+def scope_key(session: Any) -> tuple[str, ...]:
+    return (str(session.flow_id), str(session.user_id), session.session_id, "")
+
+
+async def say(session: Any, text: str) -> str:
+    """One turn in a task of its own, as Langflow's server runs a build; a turn that waited for the gated fold would
+    never answer."""
+    reply = await asyncio.wait_for(asyncio.create_task(session.say(text)), timeout=60)
+    await asyncio.sleep(0)  # the fold after the reply starts from the ended task's callbacks
+    return reply
+
+
+async def say_until_a_fold_runs(session: Any, folds: BackgroundFolds) -> int:
+    """Turns until a fold after the reply reaches the summary model (and waits at the model's gate)."""
+    gate = session.model.fold_gate
+    for turn in range(20):
+        await say(session, f"question {turn}")
+        started = asyncio.ensure_future(gate.started.wait())
+        ended = asyncio.ensure_future(folds.wait_all())
+        await asyncio.wait({started, ended}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        started.cancel()
+        ended.cancel()
+        if gate.started.is_set():
+            return turn
+    pytest.fail("no fold ran in 20 turns")
+
+
+async def test_the_fold_runs_after_the_reply_and_a_later_turn_uses_it(
+    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+) -> None:
+    session = scripted_session(GRAPH_SETTINGS, echo="user_messages")
+    session.model.fold_gate = FoldGate()
+
+    await say_until_a_fold_runs(session, background_folds)
+
+    # The reply came back while the fold waits at its gate: no turn waited for it.
+    assert background_folds.running(scope_key(session))
+    session.model.fold_gate.set()
+    await background_folds.wait(scope_key(session))
+    assert len(session.model.fold_calls) == 1
+
+    reply = await say(session, "and now?")
+    assert SUMMARY_PREFIX in reply, "the next turn's model got the summary"
+    assert "summary updated in the background after the previous turn: folded" in session.last_agent.status
+    assert len(session.model.fold_calls) == 1
+
+
+async def test_a_turn_does_not_wait_for_the_sessions_running_fold(
+    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+) -> None:
+    session = scripted_session(GRAPH_SETTINGS)
+    session.model.fold_gate = FoldGate()
+    await say_until_a_fold_runs(session, background_folds)
+    await say(session, "one more")
+    await say(session, "and another")
+
+    status = session.last_agent.status
+    assert "a summary is being updated; this turn used the previous one" in status
+    assert len(session.model.fold_calls) == 1, "a second summary call while one runs"
+    session.model.fold_gate.set()
+    await background_folds.wait(scope_key(session))
+
+
+async def test_a_session_deleted_while_its_fold_runs_stays_deleted(
+    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+) -> None:
+
+    lifecycle.install_listeners()
+    try:
+        await delete_while_the_fold_runs(background_folds)
+    finally:
+        lifecycle._remove_listeners()
+
+
+async def delete_while_the_fold_runs(background_folds: BackgroundFolds) -> None:
+    from langflow.memory import adelete_messages
+
+    session = scripted_session(GRAPH_SETTINGS)
+    scope = {"flow_id": session.flow_id, "user_id": session.user_id, "session_id": session.session_id}
+    session.model.fold_gate = FoldGate()
+    await say_until_a_fold_runs(session, background_folds)
+    session.model.fold_gate.set()
+    await background_folds.wait(scope_key(session))
+    assert await stored_state(**scope) is not None
+    session.model.fold_gate = FoldGate()
+    await say_until_a_fold_runs(session, background_folds)
+
+    await adelete_messages(session.session_id, flow_id=session.flow_id, user_id=session.user_id)
+    assert await stored_state(**scope) is None, "Langflow's delete purges the state"
+    session.model.fold_gate.set()
+    await background_folds.wait(scope_key(session))
+
+    assert await stored_state(**scope) is None
+
+
+async def test_compact_waits_for_the_running_fold_then_folds_the_rest(
+    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+) -> None:
+    session = scripted_session(GRAPH_SETTINGS)
+    session.model.fold_gate = FoldGate()
+    await say_until_a_fold_runs(session, background_folds)
+    compact = asyncio.ensure_future(session.say("/compact"))
+    await asyncio.sleep(0.2)
+    assert not compact.done(), "/compact answered before the running fold ended"
+
+    session.model.fold_gate.set()
+    reply = await compact
+
+    assert "Compacted the conversation" in reply
+    scope = {"flow_id": session.flow_id, "user_id": session.user_id, "session_id": session.session_id}
+    state = await stored_state(**scope)
+    assert state is not None and state.version >= 1
