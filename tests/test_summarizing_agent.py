@@ -83,7 +83,7 @@ async def test_summary_is_never_stored_as_a_chat_message(langflow_db):
     await hold_conversation(chat, 12)
 
     assert chat.model.fold_calls
-    stored = await aget_messages(session_id=chat.session_id, flow_id=chat.flow_id, user_id=chat.user_id)
+    stored = await aget_messages(session_id=chat.session_id, flow_id=chat.flow_id, user_id=chat.user_id, order="ASC")
     assert len(stored) == 24
     assert not any(SUMMARY_PREFIX in (m.text or "") for m in stored)
 
@@ -167,7 +167,7 @@ async def test_status_says_what_the_model_got_against_the_whole_conversation_ver
 
     from langflow.memory import aget_messages
 
-    stored = await aget_messages(session_id=chat.session_id, flow_id=chat.flow_id, user_id=chat.user_id)
+    stored = await aget_messages(session_id=chat.session_id, flow_id=chat.flow_id, user_id=chat.user_id, order="ASC")
     before_last_input = [m.to_lc_message() for m in stored[:-2]]
     whole = count_tokens_approximately(before_last_input)
     assert abs(turn.verbatim_history_tokens - whole) <= whole * 0.2

@@ -104,8 +104,9 @@ def clean_pinned_keys(raw: Any) -> tuple[str, ...]:
 def setting(component: Any, name: str) -> Any:
     """An input's value. A flow saved by an older version stores the summary settings hidden while the switch was
     off, and Langflow leaves hidden fields out when it builds the flow: their value is read from the flow instead."""
-    attributes = component.__dict__.get("_attributes") or {}
-    if name not in attributes:
+    # `_parameters`: what Langflow built the component with; a hidden field is missing there.
+    parameters = component.__dict__.get("_parameters") or {}
+    if name not in parameters:
         field = _saved_template(component).get(name)
         if isinstance(field, dict) and "value" in field:
             return field["value"]
