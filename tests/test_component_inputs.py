@@ -98,7 +98,8 @@ async def test_sensible_numbers_pass_and_the_stock_window_is_free_with_the_switc
 
     template["summarize_older_messages"]["value"] = False
     template["fold_batch"]["value"] = 0
-    await component.update_build_config(template, 1, "n_messages")
+    for stock_window in (1, -1):
+        await component.update_build_config(template, stock_window, "n_messages")
 
 
 def _catalog_agent(client: Any) -> dict[str, Any]:

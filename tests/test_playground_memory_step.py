@@ -59,8 +59,8 @@ async def test_each_reply_carries_one_memory_step_first_with_the_turns_numbers(l
         assert step.header["title"] == MEMORY_STEP_TITLE
     last_step = replies[-1].content_blocks[0].output
     assert last_step.startswith(
-        f"Memory: summary covers {turn.state.folded_count} earlier messages · {len(turn.verbatim)} recent messages "
-        "verbatim · pinned: project_id, cluster"
+        f"Memory: summary covers {turn.state.folded_count} earlier messages\n· {len(turn.verbatim)} recent messages "
+        "verbatim\n· pinned: project_id, cluster\n"
     )
     assert f"~{turn.history_tokens:,} history tokens sent" in last_step
     assert f"the whole conversation verbatim: ~{turn.verbatim_history_tokens:,}" in last_step

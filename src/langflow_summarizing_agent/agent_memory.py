@@ -71,6 +71,8 @@ CHECKED_SETTINGS = (
 MEMORY_STEP_NAME = "summarizing_agent_memory"
 MEMORY_STEP_TITLE = "Memory"
 MEMORY_STEP_ICON = "Brain"
+MEMORY_STEP_SEPARATOR = "\n· "
+"""One fact a line: the Playground shows a step's text in a box that does not wrap lines."""
 
 StockHistory = Callable[[], Awaitable[list[Message]]]
 
@@ -169,12 +171,12 @@ def check_settings(build_config: Mapping[str, Any], field_name: str, field_value
     values = {name: (build_config.get(name) or {}).get("value") for name in CHECKED_SETTINGS}
     values[field_name] = field_value
     switch = (build_config.get("summarize_older_messages") or {}).get("value")
+    if field_name == "n_messages" and not switch:
+        return
     n_messages = _whole_number(values["n_messages"], "n_messages", 100)
     if n_messages < 0:
         msg = f"{SETTING_NAMES['n_messages']} must be 0 (no memory) or more, got {n_messages}."
         raise ValueError(msg)
-    if field_name == "n_messages" and not switch:
-        return
     summary_timeout_of(values["summary_timeout"])
     pinned = (build_config.get("pinned_keys") or {}).get("value")
     FoldSettings(
@@ -364,7 +366,7 @@ def memory_step_text(turn: TurnHistory, pinned_keys: Sequence[str], seconds: flo
         f"~{turn.history_tokens:,} history tokens sent; the whole conversation verbatim: "
         f"~{turn.verbatim_history_tokens:,}"
     )
-    return "Memory: " + " · ".join(parts)
+    return "Memory: " + MEMORY_STEP_SEPARATOR.join(parts)
 
 
 def _next_try(retry_after: datetime | None, now: datetime) -> str:
