@@ -72,7 +72,8 @@ MEMORY_STEP_NAME = "summarizing_agent_memory"
 MEMORY_STEP_TITLE = "Memory"
 MEMORY_STEP_ICON = "Brain"
 MEMORY_STEP_SEPARATOR = "\n· "
-"""One fact a line: the Playground shows a step's text in a box that does not wrap lines."""
+"""Several lines: the Playground shows such a step text as wrapped prose, and a single line in a box that does not
+wrap."""
 
 StockHistory = Callable[[], Awaitable[list[Message]]]
 
