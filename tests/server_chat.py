@@ -20,10 +20,7 @@ import sqlalchemy as sa
 from lfx.components.input_output import ChatInput, ChatOutput
 from lfx.graph import Graph
 
-from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import (
-    SUMMARY_FIELDS,
-    SummarizingAgentComponent,
-)
+from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
 from langflow_summarizing_agent.migrate import sync_database_url
 from langflow_summarizing_agent.models import SessionMemoryStateTable
 from tests.fake_chat_model import FakeChatModelComponent
@@ -50,12 +47,12 @@ def summarizing_flow_data(**agent_settings: Any) -> dict[str, Any]:
     agent.set(model=model.build_model, input_value=chat_input.message_response, **{**FAST_FOLDS, **agent_settings})
     chat_output = ChatOutput(_id="chat_output")
     chat_output.set(input_value=agent.message_response)
-    data = json.loads(json.dumps(Graph(chat_input, chat_output).dump()["data"], default=str))
-    agent_template = next(node for node in data["nodes"] if node["id"] == "agent")["data"]["node"]["template"]
-    # The canvas shows these when the switch is turned on; the server skips hidden fields and would use defaults.
-    for name in SUMMARY_FIELDS:
-        agent_template[name]["show"] = True
-    return data
+    return json.loads(json.dumps(Graph(chat_input, chat_output).dump()["data"], default=str))
+
+
+def agent_template(data: dict[str, Any]) -> dict[str, Any]:
+    """The agent node's template in a flow's `data`."""
+    return next(node for node in data["nodes"] if node["id"] == "agent")["data"]["node"]["template"]
 
 
 @dataclass
@@ -68,22 +65,33 @@ class ServerChat:
     flow_id: str
 
     @classmethod
-    def create(cls, server: LangflowServer, token: str, api_key: str, **agent_settings: Any) -> ServerChat:
+    def create(
+        cls, server: LangflowServer, token: str, api_key: str, data: dict[str, Any] | None = None, **agent_settings: Any
+    ) -> ServerChat:
+        """A new flow of `data`, by default `summarizing_flow_data(**agent_settings)`."""
         with server.client(token=token) as client:
             response = client.post(
                 "/api/v1/flows/",
-                json={"name": f"summarizing-{uuid.uuid4().hex[:8]}", "data": summarizing_flow_data(**agent_settings)},
+                json={
+                    "name": f"summarizing-{uuid.uuid4().hex[:8]}",
+                    "data": data if data is not None else summarizing_flow_data(**agent_settings),
+                },
             )
         response.raise_for_status()
         return cls(server=server, token=token, api_key=api_key, flow_id=response.json()["id"])
 
-    def say(self, session_id: str, text: str) -> str:
-        """One turn through `POST /api/v1/run/{flow_id}`; returns the agent's reply."""
+    def say(self, session_id: str, text: str, tweaks: dict[str, Any] | None = None) -> str:
+        """One turn through `POST /api/v1/run/{flow_id}`, with `tweaks` if given; returns the agent's reply."""
+        body: dict[str, Any] = {
+            "input_value": text,
+            "input_type": "chat",
+            "output_type": "chat",
+            "session_id": session_id,
+        }
+        if tweaks:
+            body["tweaks"] = tweaks
         with self.server.client(api_key=self.api_key) as client:
-            response = client.post(
-                f"/api/v1/run/{self.flow_id}",
-                json={"input_value": text, "input_type": "chat", "output_type": "chat", "session_id": session_id},
-            )
+            response = client.post(f"/api/v1/run/{self.flow_id}", json=body)
         assert response.status_code == 200, response.text
         self.state(session_id)
         return response.json()["outputs"][0]["outputs"][0]["results"]["message"]["text"]

@@ -123,7 +123,7 @@ async def test_pinned_keys_that_cannot_be_keys_are_refused_with_what_to_change(
         pytest.param({"history_token_budget": -1}, "History Token Budget must be 0 (off)", id="budget-negative"),
         pytest.param({"history_token_budget": 50}, "or at least 200 tokens", id="budget-tiny"),
         pytest.param({"max_folds_per_turn": 0}, "Max Folds per Turn must be at least 1", id="folds-zero"),
-        pytest.param({"summary_timeout": -5}, "Summary Timeout must be", id="timeout-negative"),
+        pytest.param({"summary_timeout": -5}, "Summary Timeout (s) must be", id="timeout-negative"),
     ],
 )
 async def test_settings_that_make_no_sense_are_refused_with_what_to_change(

@@ -183,7 +183,7 @@ def test_playground_turns_carry_their_own_session_summary(conversations: Convers
         assert line in summary
     for value in RUN_API_FACTS.values():
         assert value not in summary
-    assert "summary covers" in conversations.playground.agent_logs[-1]
+    assert "The model got: summary covering" in conversations.playground.agent_logs[-1]
 
 
 def test_summary_calls_never_reach_the_playground_stream(conversations: Conversations) -> None:

@@ -72,25 +72,24 @@ def test_server_lists_the_summarizing_agent_under_our_bundle(served_summarizing_
     assert served_summarizing_agent["metadata"]["component_class_name"] == "SummarizingAgentComponent"
 
 
-def test_summarize_older_messages_is_an_advanced_switch_off_by_default(
+def test_summarize_older_messages_is_a_switch_on_the_node_and_on_by_default(
     served_summarizing_agent: dict[str, Any],
 ) -> None:
     switch = served_summarizing_agent["template"]["summarize_older_messages"]
     assert switch["display_name"] == "Summarize Older Messages"
     assert switch["type"] == "bool"
-    assert switch["advanced"] is True
-    assert switch["value"] is False
+    assert switch["advanced"] is False
+    assert switch["show"] is True
+    assert switch["value"] is True
     assert switch["real_time_refresh"] is True
 
 
-def test_pinned_keys_is_an_advanced_list_hidden_while_the_switch_is_off(
-    served_summarizing_agent: dict[str, Any],
-) -> None:
+def test_pinned_keys_is_a_list_on_the_node(served_summarizing_agent: dict[str, Any]) -> None:
     pinned_keys = served_summarizing_agent["template"]["pinned_keys"]
     assert pinned_keys["display_name"] == "Pinned Keys"
     assert pinned_keys["list"] is True
-    assert pinned_keys["advanced"] is True
-    assert pinned_keys["show"] is False
+    assert pinned_keys["advanced"] is False
+    assert pinned_keys["show"] is True
 
 
 def test_every_stock_agent_input_is_served_unchanged(

@@ -8,6 +8,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from lfx.components.models_and_agents.agent import AgentComponent
 
+from langflow_summarizing_agent.agent_memory import last_turn
 from langflow_summarizing_agent.fold import COMPACT_COMMAND, COMPACT_REPLY_PREFIX, SUMMARY_PREFIX
 from tests.agent_runs import ChatSession
 from tests.fake_chat_model import RECORDERS
@@ -82,7 +83,7 @@ async def test_summary_is_never_stored_as_a_chat_message(langflow_db):
     await hold_conversation(chat, 12)
 
     assert chat.model.fold_calls
-    stored = await aget_messages(session_id=chat.session_id, flow_id=chat.flow_id, user_id=chat.user_id)
+    stored = await aget_messages(session_id=chat.session_id, flow_id=chat.flow_id, user_id=chat.user_id, order="ASC")
     assert len(stored) == 24
     assert not any(SUMMARY_PREFIX in (m.text or "") for m in stored)
 
@@ -90,7 +91,7 @@ async def test_summary_is_never_stored_as_a_chat_message(langflow_db):
 async def test_a_turn_folds_once_even_when_memory_is_read_twice(langflow_db):
     # Switched on late in a long session with one fold per turn: a fold is still due after the turn's fold, so a
     # second read in the same turn (a model remediation retry) would fold again if the turn's history were not kept.
-    chat = ChatSession(settings={"n_messages": 4})
+    chat = ChatSession(settings={"n_messages": 4, "summarize_older_messages": False})
     await hold_conversation(chat, 36)
     chat.settings = {**ON, "n_messages": 4, "fold_batch": 4, "history_token_budget": 0, "max_folds_per_turn": 1}
     await chat.say("Where do we stand?")
@@ -127,7 +128,8 @@ async def test_compact_folds_now_and_answers_without_calling_the_agent(langflow_
     assert len(chat.model.agent_calls) == agent_calls_before
     assert len(chat.model.fold_calls) == 1
     assert answer.startswith(COMPACT_REPLY_PREFIX)
-    assert "project_id=PRJ-123" in answer
+    assert "Pinned: project_id, cluster." in answer
+    assert "PRJ-123" not in answer, "pinned values stay out of chat messages"
 
     await chat.say("And now?")
     sent = transcript(chat.model.agent_calls[-1])
@@ -149,14 +151,27 @@ async def test_a_connected_summary_model_does_the_folding(langflow_db):
     assert "project_id: PRJ-123" in str(history_of(chat.model.agent_calls[-1])[0].content)
 
 
-async def test_status_reports_folds_and_tokens_against_the_stock_agent(langflow_db):
+async def test_status_says_what_the_model_got_against_the_whole_conversation_verbatim(langflow_db):
     chat = ChatSession(settings={**ON, "n_messages": 4, "fold_batch": 4, "history_token_budget": 0})
     await hold_conversation(chat, 8)
 
+    turn = last_turn(chat.last_agent)
+    assert turn is not None and turn.state.folded_count
     status = chat.last_agent.status
-    assert "Summarizing Agent:" in status
-    assert "summary covers" in status
-    assert "stock Agent: ~" in status
+    assert (
+        f"The model got: summary covering {turn.state.folded_count} messages plus {len(turn.verbatim)} recent "
+        f"messages verbatim, ~{turn.history_tokens:,} tokens. Sending the whole conversation verbatim would take "
+        f"~{turn.verbatim_history_tokens:,} tokens." in status
+    )
+    assert "stock Agent" not in status
+
+    from langflow.memory import aget_messages
+
+    stored = await aget_messages(session_id=chat.session_id, flow_id=chat.flow_id, user_id=chat.user_id, order="ASC")
+    before_last_input = [m.to_lc_message() for m in stored[:-2]]
+    whole = count_tokens_approximately(before_last_input)
+    assert abs(turn.verbatim_history_tokens - whole) <= whole * 0.2
+    assert turn.history_tokens < turn.verbatim_history_tokens
 
 
 async def test_memory_off_with_zero_messages_even_when_the_switch_is_on(langflow_db):

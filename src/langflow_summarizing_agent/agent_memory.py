@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
-from collections.abc import Awaitable, Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from langchain_core.messages import BaseMessage
+from lfx.schema.content_types import ToolContent
 from lfx.schema.message import Message
 from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_NAME_USER, MESSAGE_SENDER_USER
 
@@ -26,7 +30,7 @@ from langflow_summarizing_agent.fold import (
     SaveFailures,
     TurnHistory,
 )
-from langflow_summarizing_agent.state import StoredMessage
+from langflow_summarizing_agent.state import StoredMessage, utcnow
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +42,42 @@ FALLBACK_NOTE = (
     "as with the stock Agent."
 )
 NO_SCOPE_NOTE = "Summaries need the flow's id and owner; using the last N messages as the stock Agent does."
+
+SETTING_NAMES = {
+    "n_messages": "Number of Chat History Messages",
+    "summarize_older_messages": "Summarize Older Messages",
+    "pinned_keys": "Pinned Keys",
+    "summary_model": "Summary Model",
+    "fold_batch": "Fold Batch",
+    "summary_words": "Summary Word Budget",
+    "history_token_budget": "History Token Budget",
+    "max_folds_per_turn": "Max Folds per Turn",
+    "summary_timeout": "Summary Timeout (s)",
+}
+"""Each input's name as the UI shows it; error messages use these."""
+N_MESSAGES_INFO = (
+    "Messages sent word for word: the newest N - 1 messages before the input (the input takes one slot). Older "
+    "messages reach the model through the summary. 0 turns memory off, summary included."
+)
+"""Help of Number of Chat History Messages while Summarize Older Messages is on."""
+CHECKED_SETTINGS = (
+    "n_messages",
+    "fold_batch",
+    "summary_words",
+    "history_token_budget",
+    "max_folds_per_turn",
+    "summary_timeout",
+)
+"""Numeric settings checked when edited in the UI."""
+
+MEMORY_STEP_NAME = "summarizing_agent_memory"
+MEMORY_STEP_TITLE = "Memory"
+MEMORY_STEP_ICON = "Brain"
+MEMORY_STEP_SEPARATOR = "\n· "
+"""Several lines: the Playground shows such a step text as wrapped prose, and a single line in a box that does not
+wrap."""
+
+FOLD_BUSY_NOTE = "A summary is being updated; this turn used the previous one"
 
 StockHistory = Callable[[], Awaitable[list[Message]]]
 
@@ -68,10 +108,31 @@ def clean_pinned_keys(raw: Any) -> tuple[str, ...]:
     return tuple(keys)
 
 
+def setting(component: Any, name: str) -> Any:
+    """An input's value. A flow saved by an older version stores the summary settings hidden while the switch was
+    off, and Langflow leaves hidden fields out when it builds the flow: their value is read from the flow instead."""
+    # `_parameters`: what Langflow built the component with; a hidden field is missing there.
+    parameters = component.__dict__.get("_parameters") or {}
+    if name not in parameters:
+        field = _saved_template(component).get(name)
+        if isinstance(field, dict) and "value" in field:
+            return field["value"]
+    return getattr(component, name, None)
+
+
+def _saved_template(component: Any) -> Mapping[str, Any]:
+    vertex = component.__dict__.get("_vertex")
+    try:
+        template = vertex.data["node"]["template"]
+    except (AttributeError, KeyError, TypeError):
+        return {}
+    return template if isinstance(template, Mapping) else {}
+
+
 def fold_settings_from(component: Any, summary_model_name: str | None) -> FoldSettings:
     return FoldSettings(
         n_messages=_int(component, "n_messages", 100),
-        pinned_keys=clean_pinned_keys(getattr(component, "pinned_keys", None)),
+        pinned_keys=clean_pinned_keys(setting(component, "pinned_keys")),
         fold_batch=_int(component, "fold_batch", FoldSettings.fold_batch),
         summary_words=_int(component, "summary_words", FoldSettings.summary_words),
         history_token_budget=_int(component, "history_token_budget", FoldSettings.history_token_budget),
@@ -81,14 +142,60 @@ def fold_settings_from(component: Any, summary_model_name: str | None) -> FoldSe
 
 
 def _int(component: Any, name: str, default: int) -> int:
-    value = getattr(component, name, None)
+    return _whole_number(setting(component, name), name, default)
+
+
+def _whole_number(value: Any, name: str, default: int) -> int:
     if value is None or value == "":
         return default
     try:
         return int(value)
     except (TypeError, ValueError):
-        msg = f"{name.replace('_', ' ').title()} must be a whole number, got {value!r}."
+        msg = f"{SETTING_NAMES[name]} must be a whole number, got {value!r}."
         raise ValueError(msg) from None
+
+
+def summary_timeout_of(value: Any) -> float:
+    """Summary Timeout (s) from its input; 0 or empty is the default."""
+    try:
+        timeout = float(value) if value not in (None, "") else 0.0
+    except (TypeError, ValueError):
+        msg = f"{SETTING_NAMES['summary_timeout']} must be a number of seconds, got {value!r}."
+        raise ValueError(msg) from None
+    if timeout < 0 or not math.isfinite(timeout):
+        msg = (
+            f"{SETTING_NAMES['summary_timeout']} must be a positive number of seconds; "
+            f"0 uses the default ({DEFAULT_SUMMARY_TIMEOUT_SECONDS:g})."
+        )
+        raise ValueError(msg)
+    return timeout or DEFAULT_SUMMARY_TIMEOUT_SECONDS
+
+
+def check_settings(build_config: Mapping[str, Any], field_name: str, field_value: Any) -> None:
+    """Refuse a numeric setting that makes no sense when it is edited, with what to change; raises ValueError."""
+    values = {name: (build_config.get(name) or {}).get("value") for name in CHECKED_SETTINGS}
+    values[field_name] = field_value
+    switch = (build_config.get("summarize_older_messages") or {}).get("value")
+    if field_name == "n_messages" and not switch:
+        return
+    n_messages = _whole_number(values["n_messages"], "n_messages", 100)
+    if n_messages < 0:
+        msg = f"{SETTING_NAMES['n_messages']} must be 0 (no memory) or more, got {n_messages}."
+        raise ValueError(msg)
+    summary_timeout_of(values["summary_timeout"])
+    pinned = (build_config.get("pinned_keys") or {}).get("value")
+    FoldSettings(
+        n_messages=max(n_messages, 1),
+        pinned_keys=clean_pinned_keys(pinned),
+        fold_batch=_whole_number(values["fold_batch"], "fold_batch", FoldSettings.fold_batch),
+        summary_words=_whole_number(values["summary_words"], "summary_words", FoldSettings.summary_words),
+        history_token_budget=_whole_number(
+            values["history_token_budget"], "history_token_budget", FoldSettings.history_token_budget
+        ),
+        max_folds_per_turn=_whole_number(
+            values["max_folds_per_turn"], "max_folds_per_turn", FoldSettings.max_folds_per_turn
+        ),
+    )
 
 
 def _input_id(component: Any) -> str | None:
@@ -218,30 +325,119 @@ async def to_agent_history(
 
 
 def describe_turn(turn: TurnHistory, previous: FoldOutcome | None = None) -> str:
-    """One status line: what was folded and where, what the summary covers, history tokens sent against the stock
-    Agent. `previous` is the background fold that ran after the previous turn, if this process ran one."""
-    parts = []
+    """The status: what the model got, against sending the whole conversation verbatim, then what this turn did.
+    `previous` is the fold that ran in the background after the previous turn, if this process ran one."""
+    sentences = [
+        f"The model got: {_what_was_sent(turn)}, ~{turn.history_tokens:,} tokens",
+        f"Sending the whole conversation verbatim would take ~{turn.verbatim_history_tokens:,} tokens",
+    ]
     if previous is not None:
-        parts.append(describe_background_fold(previous))
+        sentences.append(describe_background_fold(previous))
     if turn.folded and turn.inline_fold:
-        parts.append(
-            f"folded {turn.folded} messages in this turn ({turn.fold_calls} summary call(s)): older messages "
-            "could not reach the model otherwise"
+        sentences.append(
+            f"This turn folded {turn.folded} messages in {_calls(turn.fold_calls)}: older messages could not reach "
+            "the model otherwise"
         )
     elif turn.folded:
-        parts.append(f"folded {turn.folded} messages in {turn.fold_calls} summary call(s)")
+        sentences.append(f"This turn folded {turn.folded} messages in {_calls(turn.fold_calls)}")
     if turn.fold_busy:
-        parts.append("a summary is being updated; this turn used the previous one")
+        sentences.append(FOLD_BUSY_NOTE)
     if turn.fold_due:
-        parts.append(f"a fold is due ({turn.fold_due}); the summary is updated in the background after this reply")
-    if turn.state.folded_count:
-        parts.append(f"summary covers {turn.state.folded_count} earlier messages")
+        sentences.append(f"A fold is due ({turn.fold_due}); the summary is updated in the background after this reply")
+    if turn.not_summarized:
+        sentences.append(f"{turn.not_summarized} earlier messages are not summarized yet")
+    if turn.problems:
+        sentences.append("Problems: " + "; ".join(turn.problems))
+    return "Summarizing Agent. " + ". ".join(sentences) + "."
+
+
+def _what_was_sent(turn: TurnHistory) -> str:
+    recent = f"{len(turn.verbatim)} recent messages verbatim"
+    if not turn.state.folded_count:
+        return f"no summary yet, {recent}"
+    return f"summary covering {turn.state.folded_count} messages plus {recent}"
+
+
+def _calls(count: int) -> str:
+    return f"{count} summary call" + ("" if count == 1 else "s")
+
+
+def memory_step_text(
+    turn: TurnHistory,
+    pinned_keys: Sequence[str],
+    seconds: float,
+    now: datetime | None = None,
+    previous: FoldOutcome | None = None,
+) -> str:
+    """The Playground's memory step: counts, token estimates and pinned key names; never the summary or a value."""
+    state = turn.state
+    parts = [
+        f"summary covers {state.folded_count} earlier messages" if state.folded_count else "no summary yet",
+        f"{len(turn.verbatim)} recent messages verbatim",
+    ]
+    pinned = [key for key in pinned_keys if state.pinned.get(key)]
+    if pinned:
+        parts.append("pinned: " + ", ".join(pinned))
+    if previous is not None:
+        parts.append(describe_background_fold(previous).lower())
+    if turn.folded:
+        parts.append(f"folded {turn.folded} messages this turn ({_calls(turn.fold_calls)}, {seconds:.1f} s)")
+    if turn.fold_busy:
+        parts.append(FOLD_BUSY_NOTE.lower())
+    if turn.fold_due:
+        parts.append("summary update runs after this reply")
     if turn.not_summarized:
         parts.append(f"{turn.not_summarized} earlier messages not summarized yet")
-    parts.append(f"{len(turn.verbatim)} recent messages verbatim")
-    parts.append(f"history input ~{turn.history_tokens} tokens (stock Agent: ~{turn.stock_history_tokens})")
-    parts.extend(turn.problems)
-    return "Summarizing Agent: " + "; ".join(parts) + "."
+    if state.failed_folds:
+        times = "once" if state.failed_folds == 1 else f"{state.failed_folds} times"
+        parts.append(f"summary update failed {times}; next try {_next_try(state.retry_after, now or utcnow())}")
+    parts.append(
+        f"~{turn.history_tokens:,} history tokens sent; the whole conversation verbatim: "
+        f"~{turn.verbatim_history_tokens:,}"
+    )
+    return "Memory: " + MEMORY_STEP_SEPARATOR.join(parts)
+
+
+def _next_try(retry_after: datetime | None, now: datetime) -> str:
+    if retry_after is None or retry_after <= now:
+        return "on the next turn"
+    seconds = (retry_after - now).total_seconds()
+    if seconds < 60:
+        return f"in {math.ceil(seconds)} s"
+    if seconds < 3600:
+        return f"in {math.ceil(seconds / 60)} min"
+    return f"in {math.ceil(seconds / 3600)} h"
+
+
+def memory_step(component: Any) -> ToolContent | None:
+    """This turn's memory step as one content block of the reply, or None when the switch is off."""
+    if not setting(component, "summarize_older_messages"):
+        return None
+    turn = last_turn(component)
+    seconds = getattr(component, "_summarizing_seconds", 0.0)
+    if turn is not None:
+        previous = getattr(component, "_summarizing_previous_fold", None)
+        text = memory_step_text(turn, clean_pinned_keys(setting(component, "pinned_keys")), seconds, previous=previous)
+    elif report_of(component):
+        text = f"Memory: {report_of(component)}"
+    else:
+        return None
+    return ToolContent(
+        type="tool_use",
+        name=MEMORY_STEP_NAME,
+        tool_input={},
+        output=text,
+        header={"title": MEMORY_STEP_TITLE, "icon": MEMORY_STEP_ICON},
+        duration=round(seconds * 1000),
+    )
+
+
+def with_memory_step(component: Any, message: Message) -> Message:
+    """`message` with this turn's memory step as its first content block (no step when the switch is off)."""
+    step = memory_step(component)
+    if step is not None:
+        message.content_blocks = [step, *(message.content_blocks or [])]
+    return message
 
 
 async def summarized_memory_data(
@@ -263,13 +459,7 @@ async def summarized_memory_data(
         return await stock_history()
 
     settings = fold_settings_from(component, summary_model_name(component))
-    timeout = float(getattr(component, "summary_timeout", None) or DEFAULT_SUMMARY_TIMEOUT_SECONDS)
-    if timeout < 0:
-        msg = (
-            "Summary Timeout must be a positive number of seconds; "
-            f"0 uses the default ({DEFAULT_SUMMARY_TIMEOUT_SECONDS:g})."
-        )
-        raise ValueError(msg)
+    timeout = summary_timeout_of(setting(component, "summary_timeout"))
     graph = component.graph
     from lfx.components.models_and_agents.memory import _safe_graph_user_id
     from lfx.memory.flow_context import coerce_flow_id
@@ -292,6 +482,7 @@ async def summarized_memory_data(
     summarizer = make_summarizer(lambda: build_summary_model(component), timeout)
     folder = Folder(store, summarizer, settings, save_failures=SAVE_FAILURES)
     folds = background.FOLDS
+    started = time.perf_counter()
     try:
         if compact:
             await folds.wait(store.key)
@@ -305,6 +496,7 @@ async def summarized_memory_data(
         _report(component, f"Summarizing Agent: session memory unavailable ({type(exc).__name__}); used the last N.")
         return await stock_history()
 
+    component._summarizing_seconds = time.perf_counter() - started
     if folds.running(store.key):
         turn.fold_busy, turn.fold_due = True, None
     elif turn.fold_due:
@@ -313,7 +505,8 @@ async def summarized_memory_data(
         fold_after(store.key, Folder(store, summarizer, settings, save_failures=SAVE_FAILURES).prepare_history)
     history = await to_agent_history(turn, str(graph.session_id), session_memory.as_chat_message)
     component._summarizing_turn = (key, history, turn)
-    _report(component, describe_turn(turn, folds.take_outcome(store.key) if folds.enabled else None))
+    component._summarizing_previous_fold = folds.take_outcome(store.key) if folds.enabled else None
+    _report(component, describe_turn(turn, component._summarizing_previous_fold))
     return list(history)
 
 
@@ -359,7 +552,7 @@ def with_report(component: Any, status: Any) -> Any:
 
 
 def is_compact_request(component: Any) -> bool:
-    if not getattr(component, "summarize_older_messages", False):
+    if not setting(component, "summarize_older_messages"):
         return False
     text = getattr(component.input_value, "text", component.input_value)
     return isinstance(text, str) and text.strip() == COMPACT_COMMAND
@@ -367,17 +560,18 @@ def is_compact_request(component: Any) -> bool:
 
 def describe_background_fold(outcome: FoldOutcome) -> str:
     if outcome.problems:
-        return "the summary update after the previous turn failed: " + "; ".join(outcome.problems)
+        return "The summary update after the previous turn failed: " + "; ".join(outcome.problems)
     return (
-        f"summary updated in the background after the previous turn: folded {outcome.folded} messages "
-        f"({outcome.calls} summary call(s), {outcome.seconds:.1f} s)"
+        f"Summary updated in the background after the previous turn: folded {outcome.folded} messages "
+        f"({_calls(outcome.calls)}, {outcome.seconds:.1f} s)"
     )
 
 
 def compact_reply_text(turn: TurnHistory | None, pinned_keys: Sequence[str], fallback_note: str | None) -> str:
     if turn is None:
         return f"{COMPACT_REPLY_PREFIX} nothing was folded. {fallback_note or ''}".strip()
-    pinned = ", ".join(f"{k}={turn.state.pinned[k]}" for k in pinned_keys if turn.state.pinned.get(k)) or "none set"
+    # Key names only: the reply is stored and shown like any message, and pinned values stay out of both.
+    pinned = ", ".join(k for k in pinned_keys if turn.state.pinned.get(k)) or "none set"
     if turn.problems:
         outcome = f"the summary call failed, nothing was folded ({'; '.join(turn.problems)})"
     elif turn.folded:
@@ -394,7 +588,7 @@ async def compact_reply(component: Any, stock_history: StockHistory) -> Message:
     """Answer `/compact` without calling the agent."""
     await summarized_memory_data(component, stock_history, compact=True)
     turn = last_turn(component)
-    keys = clean_pinned_keys(getattr(component, "pinned_keys", None))
+    keys = clean_pinned_keys(setting(component, "pinned_keys"))
     text = compact_reply_text(turn, keys, None if turn else report_of(component))
     message = Message(
         text=text,
@@ -402,5 +596,6 @@ async def compact_reply(component: Any, stock_history: StockHistory) -> Message:
         sender_name=getattr(component, "display_name", None) or MESSAGE_SENDER_AI,
         session_id=component.graph.session_id,
     )
+    with_memory_step(component, message)
     component.status = text
     return message

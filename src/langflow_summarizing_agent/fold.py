@@ -150,7 +150,8 @@ class TurnHistory:
     fold_input_tokens: int = 0
     not_summarized: int = 0
     history_tokens: int = 0
-    stock_history_tokens: int = 0
+    verbatim_history_tokens: int = 0
+    """Estimated tokens of the whole conversation sent word for word instead."""
     problems: list[str] = field(default_factory=list)
     fold_due: str | None = None
     """Why a fold is due that this turn left for after its reply ("fold batch", "history token budget")."""
@@ -603,7 +604,9 @@ class Folder:
         turn.summary_text = plan.summary_text
         turn.not_summarized = plan.not_summarized
         turn.history_tokens = plan.history_tokens
-        turn.stock_history_tokens = _stock_history_estimate(read.messages, turn.state, self.settings.window)
+        turn.verbatim_history_tokens = _verbatim_history_estimate(
+            [*read.older, *read.messages], turn.state, read.unread
+        )
         return turn
 
     async def _fold_due(self, turn: TurnHistory, read: TurnRead, plan: Plan) -> Plan:
@@ -752,14 +755,16 @@ class Folder:
         return failed
 
 
-def _stock_history_estimate(messages: Sequence[StoredMessage], state: MemoryState, stock_window: int) -> int:
-    """Tokens the stock Agent would send: its window's messages; folded ones not read at the mean size read."""
-    if stock_window <= 0 or not messages:
+def _verbatim_history_estimate(read: Sequence[StoredMessage], state: MemoryState, unread: int) -> int:
+    """Tokens of the whole conversation sent word for word: the messages read, and the folded or unread messages
+    that were not read at the mean size read."""
+    read = [m for m in read if not is_compaction_exchange(m)]
+    if not read:
         return 0
-    shown = messages[-stock_window:]
-    known = _size(shown)
-    missing = min(stock_window - len(shown), state.folded_count)
-    return known + missing * known // len(shown)
+    known = _size(read)
+    covered = sum(1 for m in read if state.covers(m))
+    missing = max(state.folded_count - covered, 0) + unread
+    return known + missing * known // len(read)
 
 
 def _cut_to_tokens(message: StoredMessage, room: int) -> StoredMessage:

@@ -4,6 +4,7 @@ from lfx.schema.dotdict import dotdict
 from lfx.schema.message import Message
 
 from langflow_summarizing_agent import agent_memory
+from langflow_summarizing_agent.agent_memory import SETTING_NAMES
 from langflow_summarizing_agent.fold import (
     DEFAULT_FOLD_BATCH,
     DEFAULT_HISTORY_TOKEN_BUDGET,
@@ -20,6 +21,18 @@ SUMMARY_FIELDS = (
     "max_folds_per_turn",
     "summary_timeout",
 )
+# override_skip: Langflow leaves out the value of a hidden field when it builds a flow; these settings keep theirs,
+# so an API tweak or a scripted flow takes effect whether or not the switch shows them. Summary Model is a handle:
+# its value comes from its edge, never from the template.
+SETTING = {"override_skip": True, "api_editable": True}
+
+
+STOCK_N_MESSAGES = next(i for i in AgentComponent.inputs if i.name == "n_messages")
+
+
+def _n_messages_input():
+    # Refreshed on edit, so a window that makes no sense is refused at once; its help follows the switch.
+    return STOCK_N_MESSAGES.model_copy(update={"real_time_refresh": True, "info": agent_memory.N_MESSAGES_INFO})
 
 
 class SummarizingAgentComponent(AgentComponent):
@@ -32,80 +45,100 @@ class SummarizingAgentComponent(AgentComponent):
     name = "SummarizingAgent"
 
     inputs = [  # noqa: RUF012 - Langflow declares inputs as a class list
-        *AgentComponent.inputs,
+        *(_n_messages_input() if i.name == "n_messages" else i for i in AgentComponent.inputs),
         BoolInput(
             name="summarize_older_messages",
-            display_name="Summarize Older Messages",
+            display_name=SETTING_NAMES["summarize_older_messages"],
             info=(
-                "Off: the last N messages are sent as by the stock Agent. On: older messages are folded into a "
-                "per-session summary sent as one message before the recent ones."
+                "On: messages older than the last Number of Chat History Messages are folded into a per-session "
+                "summary, sent to the model before the recent messages. Off: only the last messages are sent, "
+                "exactly as by the stock Agent."
             ),
-            value=False,
-            advanced=True,
+            value=True,
             real_time_refresh=True,
+            api_editable=True,
         ),
         MessageTextInput(
             name="pinned_keys",
-            display_name="Pinned Keys",
-            info="Facts the summary always keeps, by key name, for example project_id, customer.",
+            display_name=SETTING_NAMES["pinned_keys"],
+            info=(
+                "Facts the summary always keeps, by name, for example project_id, customer. Their latest values "
+                "open the summary however long ago they were said. Names only; the values are never shown in chat."
+            ),
             is_list=True,
-            advanced=True,
-            show=False,
+            **SETTING,
         ),
         HandleInput(
             name="summary_model",
-            display_name="Summary Model",
-            info="Optional cheaper model for the summary; the Agent's model is used when nothing is connected.",
+            display_name=SETTING_NAMES["summary_model"],
+            info="Optional cheaper model for the summary calls. Nothing connected: the Agent's own model summarizes.",
             input_types=["LanguageModel"],
             required=False,
             advanced=True,
-            show=False,
         ),
         IntInput(
             name="fold_batch",
-            display_name="Fold Batch",
-            info="Older messages that build up before they are folded into the summary.",
+            display_name=SETTING_NAMES["fold_batch"],
+            info=(
+                "Messages older than the Number of Chat History Messages that build up (still sent word for word) "
+                "before one summary call folds them. Smaller: fewer tokens per model call, more summary calls."
+            ),
             value=DEFAULT_FOLD_BATCH,
             advanced=True,
-            show=False,
+            real_time_refresh=True,
+            **SETTING,
         ),
         IntInput(
             name="summary_words",
-            display_name="Summary Word Budget",
-            info="Longest summary, in words.",
+            display_name=SETTING_NAMES["summary_words"],
+            info="Longest summary, in words (at least 20); a longer one is clipped.",
             value=DEFAULT_SUMMARY_WORDS,
             advanced=True,
-            show=False,
+            real_time_refresh=True,
+            **SETTING,
         ),
         IntInput(
             name="history_token_budget",
-            display_name="History Token Budget",
-            info="Most tokens of history (summary included) per model call; older messages fold early. 0 turns it off.",
+            display_name=SETTING_NAMES["history_token_budget"],
+            info=(
+                "Most tokens of history per model call: the summary, its pinned facts and the recent messages. Past "
+                "80% of it, older messages are folded early; if the last Number of Chat History Messages alone do "
+                "not fit, only the newest that fit are sent. 0 turns the budget off."
+            ),
             value=DEFAULT_HISTORY_TOKEN_BUDGET,
             advanced=True,
-            show=False,
+            real_time_refresh=True,
+            **SETTING,
         ),
         IntInput(
             name="max_folds_per_turn",
-            display_name="Max Folds per Turn",
-            info="Most summary calls in one turn while catching up on a long session.",
+            display_name=SETTING_NAMES["max_folds_per_turn"],
+            info=(
+                "Most summary calls in one turn, each folding up to 60 messages. A long session switched on "
+                "catches up over several turns instead of stalling one."
+            ),
             value=DEFAULT_MAX_FOLDS_PER_TURN,
             advanced=True,
-            show=False,
+            real_time_refresh=True,
+            **SETTING,
         ),
         FloatInput(
             name="summary_timeout",
-            display_name="Summary Timeout (s)",
-            info="A summary call that takes longer is abandoned; the turn runs with the previous summary.",
+            display_name=SETTING_NAMES["summary_timeout"],
+            info=(
+                "Seconds to wait for one summary call; a slower one is abandoned and the turn uses the previous "
+                f"summary. 0 uses {agent_memory.DEFAULT_SUMMARY_TIMEOUT_SECONDS:g}."
+            ),
             value=agent_memory.DEFAULT_SUMMARY_TIMEOUT_SECONDS,
             advanced=True,
-            show=False,
+            real_time_refresh=True,
+            **SETTING,
         ),
     ]
 
     async def get_memory_data(self):
-        # getattr: Langflow's own tests build Agents with `__new__` and set only the stock inputs.
-        if not getattr(self, "summarize_older_messages", False):
+        # Langflow's own tests build Agents with `__new__` and set only the stock inputs: those run as the stock Agent.
+        if not agent_memory.setting(self, "summarize_older_messages"):
             return await super().get_memory_data()
         return await agent_memory.summarized_memory_data(self, super().get_memory_data)
 
@@ -113,6 +146,10 @@ class SummarizingAgentComponent(AgentComponent):
         if agent_memory.is_compact_request(self):
             return await agent_memory.compact_reply(self, super().get_memory_data)
         return await super().message_response()
+
+    def _build_initial_agent_message(self) -> Message:
+        # The reply's first content block is this turn's memory step, shown in the Playground like a tool call.
+        return agent_memory.with_memory_step(self, super()._build_initial_agent_message())
 
     def extract_data(self, result):
         # Langflow sets a Message output's status to its text; the memory report goes after it.
@@ -125,9 +162,13 @@ class SummarizingAgentComponent(AgentComponent):
         self, build_config: dotdict, field_value, field_name: str | None = None
     ) -> dotdict:
         build_config = await super().update_build_config(build_config, field_value, field_name)
+        if field_name in agent_memory.CHECKED_SETTINGS:
+            agent_memory.check_settings(build_config, field_name, field_value)
         switch = build_config.get("summarize_older_messages", {})
         enabled = bool(field_value if field_name == "summarize_older_messages" else switch.get("value"))
         for field in SUMMARY_FIELDS:
             if field in build_config:
                 build_config[field]["show"] = enabled
+        if "n_messages" in build_config:
+            build_config["n_messages"]["info"] = agent_memory.N_MESSAGES_INFO if enabled else STOCK_N_MESSAGES.info
         return build_config
