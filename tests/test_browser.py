@@ -17,6 +17,7 @@ download a browser or driver.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -286,7 +287,10 @@ def test_the_playground_shows_the_memory_step_and_deleting_the_session_drops_its
             "the memory step to open",
         )[-1]
         opened_text = opened.text
-        assert f"summary covers {state['absorbed_count']} earlier messages" in opened_text
+        # The step tells what the last turn's model got; the fold after that reply may have folded more since.
+        covered = re.search(r"summary covers (\d+) earlier messages", opened_text)
+        assert covered is not None, opened_text
+        assert 0 < int(covered.group(1)) <= state["absorbed_count"]
         assert "pinned: project_id" in opened_text
         assert "PRJ-456" not in opened_text
         page = browser.find_element(By.TAG_NAME, "body").text

@@ -7,6 +7,7 @@ the state rows in the server's database.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -502,7 +503,9 @@ def test_shared_session_delete_over_http_deletes_the_state_of_the_public_run(
     # Langflow stores a signed-in user's public runs under a virtual flow, with the session id namespaced to it.
     virtual_flow = uuid.uuid5(uuid.NAMESPACE_DNS, f"user:{me}_{chat.flow_id}")
     stored_session = f"{virtual_flow}:shared"
-    assert [row["session_id"] for row in server_state_rows(langflow_server, virtual_flow)] == [stored_session]
+    # The fold runs after the last reply, in the background.
+    rows = wait_for(lambda: server_state_rows(langflow_server, virtual_flow), "the public run's state row")
+    assert [row["session_id"] for row in rows] == [stored_session]
 
     with langflow_server.client(token=chat.token) as client:
         response = client.delete(
@@ -511,3 +514,14 @@ def test_shared_session_delete_over_http_deletes_the_state_of_the_public_run(
 
     assert response.status_code == 204, response.text
     assert server_state_rows(langflow_server, virtual_flow) == []
+
+
+def wait_for(read: Any, what: str, timeout: float = 60.0) -> Any:
+    """`read()` once it returns something, polled until `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = read()
+        if found:
+            return found
+        time.sleep(0.1)
+    pytest.fail(f"no {what} after {timeout:g} s")

@@ -338,8 +338,8 @@ class LangflowSessionStore:
                 return
             async with session_scope() as session:
                 # Held until this transaction ends, however the fold ends: no unlock to forget.
-                statement = sa_select(func.pg_try_advisory_xact_lock(_advisory_key(self.key)))
-                yield bool((await session.execute(statement)).scalar())
+                statement = select(func.pg_try_advisory_xact_lock(_advisory_key(self.key)))
+                yield bool((await session.exec(statement)).one())
 
     async def _scope(self) -> _Scope | None:
         if not self.session_id:
