@@ -78,8 +78,9 @@ class InMemoryStateStore:
         session_id: str,
         context_id: str | None = None,
         exclude_ids: Iterable[Any] = (),
+        until_id: Any = None,
     ) -> InMemorySessionStore:
-        return InMemorySessionStore(self, flow_id, user_id, session_id, context_id, exclude_ids)
+        return InMemorySessionStore(self, flow_id, user_id, session_id, context_id, exclude_ids, until_id)
 
     async def states(self, *, flow_id: Any, session_id: str, context_id: str | None = None) -> list[ScopedState]:
         found = []
@@ -168,8 +169,10 @@ class InMemorySessionStore:
         session_id: str,
         context_id: str | None = None,
         exclude_ids: Iterable[Any] = (),
+        until_id: Any = None,
     ) -> None:
         self.store = store
+        self.until_id = str(until_id) if until_id is not None else None
         self.scope = (_id(flow_id), _id(user_id), session_id)
         self.context_id = context_id or None
         self.exclude_ids = {str(message_id) for message_id in exclude_ids}
@@ -196,6 +199,7 @@ class InMemorySessionStore:
     def _readable(self) -> list[StoredMessage]:
         ordered = sorted(self._session_messages(), key=lambda m: m.cursor)
         inputs = [m.cursor for m in ordered if m.id in self.exclude_ids]
+        ends = [m.cursor for m in ordered if m.id == self.until_id]
         return [
             m
             for m in ordered
@@ -204,6 +208,7 @@ class InMemorySessionStore:
             and m.id not in self.exclude_ids
             # What a concurrent run stored after the input is not read either.
             and all(m.cursor < bound for bound in inputs)
+            and all(m.cursor <= end for end in ends)
         ]
 
     async def load_state(self) -> MemoryState:

@@ -3,8 +3,8 @@
 The flow is Chat Input -> Summarizing Agent (switch on) -> Chat Output, built as an lfx `Graph` and posted to
 `POST /api/v1/flows/`. Its model is `FakeChatModelComponent`: a reply is "echo:" and the user-role messages the agent
 sent (the summary message is one), and a fold lists each folded message on a line "- folded <text>". With `FAST_FOLDS`
-a state row appears on the third turn: it then covers the first exchange (two messages) and the cursor is the first
-reply.
+a state row appears after the third reply, from the fold that runs then: it covers the first exchange and the second
+input (three messages), and the cursor is the second input. `say` returns once that fold has saved.
 """
 
 from __future__ import annotations

@@ -378,6 +378,23 @@ async def test_reads_stop_at_the_turns_input(harness: Harness, memory_scope: Mem
     assert await store.count_after(None, Cursor(at(9), str(uuid.uuid4()))) == 4
 
 
+async def test_reads_through_the_input_end_with_it(harness: Harness, memory_scope: MemoryScope) -> None:
+    """A fold after the reply reads through the turn's input: it is read, what was stored after it is not."""
+    input_id = uuid.uuid4()
+    await harness.add(memory_scope, [(at(i), f"m{i}") for i in range(3)])
+    await harness.add(memory_scope, [(at(5), "input")], id=input_id)
+    await harness.add(memory_scope, [(at(5), "tie before")], id=uuid.UUID(int=input_id.int - 1))
+    await harness.add(memory_scope, [(at(5), "tie after")], id=uuid.UUID(int=input_id.int + 1))
+    await harness.add(memory_scope, [(at(6), "the reply")])
+    store = harness.session(memory_scope, until_id=str(input_id))
+
+    expected = ["m0", "m1", "m2", "tie before", "input"]
+    assert [m.text for m in await store.recent(10)] == expected
+    assert [m.text for m in await store.after(None, 10)] == expected
+    assert [m.text for m in (await store.load_turn(10))[1]] == expected
+    assert await store.count_after(None, Cursor(at(9), str(uuid.uuid4()))) == 5
+
+
 async def test_count_between_cursors(harness: Harness, memory_scope: MemoryScope) -> None:
     await harness.add(memory_scope, [(at(1), f"tied {n}") for n in range(4)] + [(at(2), "last")])
     store = harness.session(memory_scope)

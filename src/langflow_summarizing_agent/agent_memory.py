@@ -472,11 +472,12 @@ async def summarized_memory_data(
         return await stock_history()
 
     input_id = _input_id(component)
+    context_id = getattr(component, "context_id", None) or None
     store = session_memory.LangflowStore().session(
         flow_id=flow_id,
         user_id=user_id,
         session_id=graph.session_id,
-        context_id=getattr(component, "context_id", None) or None,
+        context_id=context_id,
         exclude_ids=(input_id,) if input_id else (),
     )
     summarizer = make_summarizer(lambda: build_summary_model(component), timeout)
@@ -499,10 +500,14 @@ async def summarized_memory_data(
     component._summarizing_seconds = time.perf_counter() - started
     if folds.running(store.key):
         turn.fold_busy, turn.fold_due = True, None
-    elif turn.fold_due:
-        # The fold reads what this turn read (the messages before its input), so it folds exactly what was due,
-        # whenever the reply is stored.
-        fold_after(store.key, Folder(store, summarizer, settings, save_failures=SAVE_FAILURES).prepare_history)
+    elif folds.enabled and not compact:
+        # After the reply a fold reads the session through this turn's input, as the next turn will read it but for
+        # the reply (stored at a moment no fold can rely on): it folds what is due, and what the input alone makes
+        # due (a pasted log that crowds older messages out), before the next turn needs it.
+        through_input = session_memory.LangflowStore().session(
+            flow_id=flow_id, user_id=user_id, session_id=graph.session_id, context_id=context_id, until_id=input_id
+        )
+        fold_after(store.key, Folder(through_input, summarizer, settings, save_failures=SAVE_FAILURES).prepare_history)
     history = await to_agent_history(turn, str(graph.session_id), session_memory.as_chat_message)
     component._summarizing_turn = (key, history, turn)
     component._summarizing_previous_fold = folds.take_outcome(store.key) if folds.enabled else None

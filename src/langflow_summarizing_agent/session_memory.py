@@ -131,9 +131,15 @@ class LangflowStore:
         session_id: str,
         context_id: str | None = None,
         exclude_ids: Iterable[Id] = (),
+        until_id: Id | None = None,
     ) -> LangflowSessionStore:
         return LangflowSessionStore(
-            flow_id=flow_id, user_id=user_id, session_id=session_id, context_id=context_id, exclude_ids=exclude_ids
+            flow_id=flow_id,
+            user_id=user_id,
+            session_id=session_id,
+            context_id=context_id,
+            exclude_ids=exclude_ids,
+            until_id=until_id,
         )
 
     async def states(self, *, flow_id: Id, session_id: str, context_id: str | None = None) -> list[ScopedState]:
@@ -207,12 +213,14 @@ class LangflowSessionStore:
         session_id: str,
         context_id: str | None = None,
         exclude_ids: Iterable[Id] = (),
+        until_id: Id | None = None,
     ) -> None:
         self.flow_id = flow_id
         self.user_id = user_id
         self.session_id = session_id
         self.context_id = context_id or None
         self.exclude_ids = tuple(exclude_ids)
+        self.until_id = until_id
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -248,7 +256,10 @@ class LangflowSessionStore:
         if self.context_id:
             params["context_id"] = self.context_id
         params.update({f"excluded_{i}": uid for i, uid in enumerate(excluded)})
-        stmt = _turn_statement(with_context=bool(self.context_id), excluded=len(excluded))
+        until = _stored_ids([self.until_id]) if self.until_id is not None else []
+        if until:
+            params["until_id"] = until[0]
+        stmt = _turn_statement(with_context=bool(self.context_id), excluded=len(excluded), until=bool(until))
         async with session_scope() as session:
             found = (await session.exec(stmt, params=params)).all()
         if not found:
@@ -347,7 +358,10 @@ class LangflowSessionStore:
         return await _resolved_flow_and_owner(self.flow_id, self.user_id, owner_required=True)
 
     def _message_filters(self, scope: _Scope) -> list[ColumnElement[bool]]:
-        return _message_terms(scope, self.session_id, self.context_id, _stored_ids(self.exclude_ids))
+        until = _stored_ids([self.until_id]) if self.until_id is not None else []
+        return _message_terms(
+            scope, self.session_id, self.context_id, _stored_ids(self.exclude_ids), until[0] if until else None
+        )
 
 
 class StateRows:
@@ -724,7 +738,7 @@ _TURN_STATE_COLUMNS = tuple(
 
 
 @cache
-def _turn_statement(*, with_context: bool, excluded: int) -> Any:
+def _turn_statement(*, with_context: bool, excluded: int, until: bool = False) -> Any:
     """`load_turn`'s statement, built once per shape; the scope, input ids and limit are bound when it runs.
 
     The newest `:limit` messages after the state's cursor (all when there is none), newest first. Each row
@@ -765,7 +779,8 @@ def _turn_statement(*, with_context: bool, excluded: int) -> Any:
     context: Any = bindparam("context_id") if with_context else None
     id_type = sa_inspect(MessageTable).columns["id"].type
     input_ids = [bindparam(f"excluded_{i}", type_=id_type) for i in range(excluded)]
-    filters = _message_terms(scope, session_id, context, input_ids)
+    until_id = bindparam("until_id", type_=id_type) if until else None
+    filters = _message_terms(scope, session_id, context, input_ids, until_id)
     filters += [
         col(MessageTable.timestamp) >= lower,
         or_(col(MessageTable.timestamp) > lower, col(MessageTable.id) > cursor_id),
@@ -785,9 +800,10 @@ def _turn_statement(*, with_context: bool, excluded: int) -> Any:
 
 
 def _message_terms(
-    scope: tuple[Any, Any], session_id: Any, context_id: Any, excluded: Sequence[Any]
+    scope: tuple[Any, Any], session_id: Any, context_id: Any, excluded: Sequence[Any], until: Any = None
 ) -> list[ColumnElement[bool]]:
-    """The session's readable messages without `excluded` and what was stored after it; values or bind parameters."""
+    """The session's readable messages without `excluded` and what was stored after it, and up to `until` included
+    when given; values or bind parameters."""
     from langflow.services.database.models.message.model import MessageTable
 
     filters = [
@@ -805,6 +821,8 @@ def _message_terms(
         # What a concurrent run stored after the current input is not read either: a fold that read it could move
         # the cursor past the input, which this run never sees, and the input would count as folded unsummarized.
         filters.extend(_stored_before(uid) for uid in excluded)
+    if until is not None:
+        filters.append(_stored_before(until, inclusive=True))
     return filters
 
 
@@ -818,14 +836,15 @@ def _message_alias(name: str) -> Any:
     return aliased(MessageTable, name=name)
 
 
-def _stored_before(message_id: Any) -> ColumnElement[bool]:
-    """Rows before `message_id` in keyset order; every row when that message is not stored."""
+def _stored_before(message_id: Any, *, inclusive: bool = False) -> ColumnElement[bool]:
+    """Rows before `message_id` (and it, if `inclusive`) in keyset order; every row when that message is not stored."""
     from langflow.services.database.models.message.model import MessageTable
 
     current = _message_alias("turn_input")
     position = select(current.timestamp).where(col(current.id) == message_id).scalar_subquery()
+    row = tuple_(col(MessageTable.timestamp), col(MessageTable.id))
     # NULL (the message is not stored) compares as unknown, which coalesces to every row.
-    before = tuple_(col(MessageTable.timestamp), col(MessageTable.id)) < tuple_(position, message_id)
+    before = row <= tuple_(position, message_id) if inclusive else row < tuple_(position, message_id)
     return func.coalesce(before, true())
 
 

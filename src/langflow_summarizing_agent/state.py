@@ -204,8 +204,10 @@ class StateStore(Protocol):
         session_id: str,
         context_id: str | None = None,
         exclude_ids: Iterable[Id] = (),
+        until_id: Id | None = None,
     ) -> SessionStore:
-        """One scope's store; `exclude_ids` names the current turn's input."""
+        """One scope's store; `exclude_ids` names the current turn's input, which reads leave out with what was
+        stored after it; reads end with `until_id` (included) when given: what a fold after the reply reads."""
         ...
 
     async def states(self, *, flow_id: Id, session_id: str, context_id: str | None = None) -> list[ScopedState]:
