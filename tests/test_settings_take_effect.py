@@ -55,19 +55,19 @@ def test_api_tweaks_of_hidden_settings_take_effect(owner):
 
     rows = _folded_after_three_turns(chat, tweaks={"agent": FAST_FOLDS})
 
-    assert [row["absorbed_count"] for row in rows] == [2]
+    assert [row["absorbed_count"] for row in rows] == [3]
 
 
 def test_a_flow_file_with_hidden_settings_runs_with_them(owner):
     chat = ServerChat.create(*owner, data=_hidden(summarizing_flow_data()))
 
-    assert [row["absorbed_count"] for row in _folded_after_three_turns(chat)] == [2]
+    assert [row["absorbed_count"] for row in _folded_after_three_turns(chat)] == [3]
 
 
 def test_a_flow_saved_by_an_earlier_version_runs_with_its_hidden_settings(owner):
     chat = ServerChat.create(*owner, data=_hidden(summarizing_flow_data(), saved_by_an_earlier_version=True))
 
-    assert [row["absorbed_count"] for row in _folded_after_three_turns(chat)] == [2]
+    assert [row["absorbed_count"] for row in _folded_after_three_turns(chat)] == [3]
 
 
 def test_a_saved_flow_with_the_switch_off_stays_off(owner):
