@@ -142,3 +142,16 @@ def state_rows(server: LangflowServer, flow_id: str | uuid.UUID, session_id: str
         stmt = stmt.where(STATE.c.session_id == session_id)
     with server_database(server) as connection:
         return [dict(row._mapping) for row in connection.execute(stmt)]
+
+
+def playground_turn(client: Any, flow_id: str, session_id: str, text: str) -> list[dict[str, Any]]:
+    """One Playground turn through the build endpoint; the events the Playground receives, none of them an error."""
+    response = client.post(
+        f"/api/v1/build/{flow_id}/flow",
+        params={"event_delivery": "direct"},
+        json={"inputs": {"input_value": text, "session": session_id}},
+    )
+    assert response.status_code == 200, response.text[:2000]
+    events = [json.loads(line) for line in response.text.splitlines() if line.strip()]
+    assert [event for event in events if event["event"] == "error"] == []
+    return events

@@ -20,6 +20,7 @@ from sqlmodel import Session, select
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX
 from langflow_summarizing_agent.models import SessionMemoryStateTable
 from tests.flow_files import agent_node, load_support_flow, read_records, with_offline_model
+from tests.server_chat import playground_turn
 from tests.server_fixtures import LangflowServer
 
 N_MESSAGES = 4
@@ -86,14 +87,7 @@ def _say_through_playground(
     client: Any, flow_id: str, agent_id: str, session_id: str, text: str
 ) -> tuple[str, str, list[str]]:
     """One Playground turn; returns the reply, the agent's logs and the streamed tokens, as the Playground gets them."""
-    response = client.post(
-        f"/api/v1/build/{flow_id}/flow",
-        params={"event_delivery": "direct"},
-        json={"inputs": {"input_value": text, "session": session_id}},
-    )
-    assert response.status_code == 200, response.text[:2000]
-    events = [json.loads(line) for line in response.text.splitlines() if line.strip()]
-    assert [event for event in events if event["event"] == "error"] == []
+    events = playground_turn(client, flow_id, session_id, text)
     assert events[-1]["event"] == "end"
     [agent_end] = [
         event["data"]["build_data"]

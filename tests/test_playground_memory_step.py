@@ -20,6 +20,7 @@ from langflow_summarizing_agent.agent_memory import MEMORY_STEP_NAME, MEMORY_STE
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX
 from tests.agent_runs import ChatSession
 from tests.flow_files import agent_node, load_support_flow, with_offline_model
+from tests.server_chat import playground_turn
 from tests.server_fixtures import LangflowServer
 
 FIRST = "I'm working on project PRJ-123 on the EU cluster."
@@ -109,18 +110,6 @@ async def test_with_the_switch_off_replies_carry_no_memory_step(langflow_db):
     assert all(not _memory_steps(reply.content_blocks) for reply in await _stored_replies(chat))
 
 
-def _playground_turn(client: Any, flow_id: str, session_id: str, text: str) -> list[dict[str, Any]]:
-    response = client.post(
-        f"/api/v1/build/{flow_id}/flow",
-        params={"event_delivery": "direct"},
-        json={"inputs": {"input_value": text, "session": session_id}},
-    )
-    assert response.status_code == 200, response.text[:2000]
-    events = [json.loads(line) for line in response.text.splitlines() if line.strip()]
-    assert [event for event in events if event["event"] == "error"] == []
-    return events
-
-
 @pytest.fixture(scope="module")
 def playground_events(
     langflow_server: LangflowServer, tmp_path_factory: pytest.TempPathFactory
@@ -135,12 +124,10 @@ def playground_events(
         assert created.status_code == 201, created.text[:2000]
         flow_id = created.json()["id"]
         turns.append(
-            _playground_turn(client, flow_id, session_id, f"Hello, this is Initech. Project {PINNED_VALUES[0]}.")
+            playground_turn(client, flow_id, session_id, f"Hello, this is Initech. Project {PINNED_VALUES[0]}.")
         )
         for turn in range(1, 8):
-            turns.append(
-                _playground_turn(client, flow_id, session_id, f"Step {turn}: still failing on the EU cluster.")
-            )
+            turns.append(playground_turn(client, flow_id, session_id, f"Step {turn}: still failing on the EU cluster."))
         stored = client.get("/api/v1/monitor/messages", params={"flow_id": flow_id, "session_id": session_id})
     assert agent_node(flow)["id"]
     return turns, stored.raise_for_status().json()
