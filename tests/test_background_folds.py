@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from langflow_summarizing_agent import background, lifecycle
+from langflow_summarizing_agent.agent_memory import last_turn
 from langflow_summarizing_agent.background import BackgroundFolds
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX, Folder, FoldSettings
 from tests.agent_runs import scripted_session
@@ -368,3 +369,26 @@ async def test_compact_waits_for_the_running_fold_then_folds_the_rest(
     scope = {"flow_id": session.flow_id, "user_id": session.user_id, "session_id": session.session_id}
     state = await stored_state(**scope)
     assert state is not None and state.version >= 1
+
+
+async def test_a_message_alone_at_the_budget_makes_no_turn_wait_when_each_fold_ends_before_the_next_turn(
+    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+) -> None:
+    # A pasted log of ~900 tokens against a History Token Budget of 1,000: the window holding it crowds the older
+    # messages out, and when it leaves the window it fits the budget no more. The fold after each reply plans the
+    # next turn, the reply included, so that turn finds nothing it would have to fold inline.
+    session = scripted_session(
+        {**GRAPH_SETTINGS, "history_token_budget": 1_000, "summary_words": 50}, reply="Noted, thanks."
+    )
+    questions = [f"question {n}" for n in range(8)] + ["log line\n" * 500] + [f"question {n}" for n in range(8, 16)]
+    inline = []
+    for number, text in enumerate(questions):
+        await say(session, text)
+        await background_folds.wait_all()  # a person reads the reply and types: the fold ends meanwhile
+        turn = last_turn(session.last_agent)
+        assert turn is not None and turn.not_summarized == 0, "a message did not reach the model"
+        if turn.inline_fold:
+            inline.append(number)
+
+    assert len(session.model.fold_calls) >= 3
+    assert inline == [], "turns that waited for a summary call"

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from unittest.mock import patch
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -513,3 +513,53 @@ async def test_compact_exchanges_do_not_hide_a_message_no_fold_is_due_for():
     assert turn.folded == 0
     assert turn.not_summarized == 0
     assert [m.text for m in turn.verbatim] == ["Welcome!", "question", "answer"]
+
+
+# The fold after the reply, planning the next turn.
+
+
+def stored(index: int, tokens: int, role: Role) -> StoredMessage:
+    return StoredMessage(message_id(index), T0 + timedelta(seconds=index), role, tagged_text(index, tokens))
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    chosen=fold_settings(),
+    earlier=st.lists(message_sizes, max_size=40),
+    question=message_sizes,
+    answer=message_sizes,
+)
+def test_after_the_fold_that_planned_with_the_reply_the_next_turn_folds_nothing_inline(
+    chosen: FoldSettings, earlier: list[int], question: int, answer: int
+) -> None:
+    """A fold after the reply plans with the reply not stored yet; the next turn, which reads it stored, then finds
+    no fold it must make before its model call, unless the fold used all of Max Folds per Turn."""
+    assume(chosen.n_messages >= 2)
+    chosen = replace(chosen, max_fold_messages=MAX_FOLD_MESSAGES)
+    count = len(earlier)
+    store = InMemoryStore([stored(i, tokens, ROLES[(count - i) % 2]) for i, tokens in enumerate(earlier)])
+    summarizer = RecordingSummarizer()
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(Folder(store, summarizer, chosen).prepare_history())  # the turn before
+        store.messages.append(stored(count, question, "user"))
+        reply = stored(count + 1, answer, "assistant")
+        upcoming = replace(reply, id="reply-not-stored-yet", timestamp=reply.timestamp - timedelta(milliseconds=500))
+
+        after = loop.run_until_complete(Folder(store, summarizer, chosen).prepare_history(upcoming=[upcoming]))
+        assert upcoming.id not in {m for batch in summarizer.prompts for m in fold_batch_ids(batch)}
+        store.messages.append(reply)
+        calls = summarizer.calls
+        next_turn = loop.run_until_complete(Folder(store, summarizer, chosen).prepare_history_folding_later())
+    finally:
+        loop.close()
+
+    if after.fold_calls < chosen.max_folds_per_turn:
+        assert summarizer.calls == calls, "the next turn folded inline"
+        assert not next_turn.inline_fold
+        assert next_turn.not_summarized == 0

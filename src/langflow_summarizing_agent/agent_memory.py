@@ -11,6 +11,7 @@ import logging
 import math
 import re
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -501,13 +502,15 @@ async def summarized_memory_data(
     if folds.running(store.key):
         turn.fold_busy, turn.fold_due = True, None
     elif folds.enabled and not compact:
-        # After the reply a fold reads the session through this turn's input, as the next turn will read it but for
-        # the reply (stored at a moment no fold can rely on): it folds what is due, and what the input alone makes
-        # due (a pasted log that crowds older messages out), before the next turn needs it.
+        # After the reply a fold plans the next turn: the session through this turn's input, read from the store,
+        # then the reply, taken from this agent (Chat Output stores it at a moment no fold can rely on). It folds
+        # what is due, and what the next turn would have to fold inline (a pasted log that crowds older messages
+        # out), before that turn needs it.
         through_input = session_memory.LangflowStore().session(
             flow_id=flow_id, user_id=user_id, session_id=graph.session_id, context_id=context_id, until_id=input_id
         )
-        fold_after(store.key, Folder(through_input, summarizer, settings, save_failures=SAVE_FAILURES).prepare_history)
+        folder_after = Folder(through_input, summarizer, settings, save_failures=SAVE_FAILURES)
+        fold_after(store.key, lambda: folder_after.prepare_history(upcoming=reply_of(component)))
     history = await to_agent_history(turn, str(graph.session_id), session_memory.as_chat_message)
     component._summarizing_turn = (key, history, turn)
     component._summarizing_previous_fold = folds.take_outcome(store.key) if folds.enabled else None
@@ -526,6 +529,15 @@ def fold_after(key: tuple[str, ...], fold: Callable[[], Awaitable[TurnHistory]])
         background.FOLDS.start(key, fold)
         return
     task.add_done_callback(lambda _: background.FOLDS.start(key, fold))
+
+
+def reply_of(component: Any) -> tuple[StoredMessage, ...]:
+    """The reply this agent produced, as the message Chat Output stores next; none when the agent failed."""
+    results = component.get_results() if hasattr(component, "get_results") else {}
+    reply = next((value for value in results.values() if isinstance(value, Message)), None)
+    if reply is None or not isinstance(reply.text, str):
+        return ()
+    return (StoredMessage(id=str(uuid.uuid4()), timestamp=utcnow(), role="assistant", text=reply.text),)
 
 
 def last_turn(component: Any) -> TurnHistory | None:

@@ -164,12 +164,14 @@ class TurnHistory:
 @dataclass(frozen=True)
 class TurnRead:
     """What a plan is made from: the state, the newest messages, and when those do not reach back to the cursor,
-    the unfolded messages read from it (`older`) and the count of those between that were not read (`unread`)."""
+    the unfolded messages read from it (`older`) and the count of those between that were not read (`unread`);
+    `upcoming` are newer messages not stored yet that the plan counts (see `plan_turn`)."""
 
     state: MemoryState
     messages: list[StoredMessage]
     older: list[StoredMessage]
     unread: int
+    upcoming: tuple[StoredMessage, ...] = ()
 
 
 def is_compaction_exchange(message: StoredMessage) -> bool:
@@ -359,13 +361,16 @@ def plan_turn(
     older: Sequence[StoredMessage] = (),
     unread: int = 0,
     compact: bool = False,
+    upcoming: Sequence[StoredMessage] = (),
     now: datetime,
 ) -> Plan:
     """The verbatim policy: one pure decision of what to fold and what to send, used by every path.
 
     `messages` are the newest stored messages before the current input, ascending, folded or not. When they do not
     reach back to the state's cursor, `older` holds the unfolded messages read from the cursor forwards and
-    `unread` counts the unfolded messages between `older` and `messages`, which were not read.
+    `unread` counts the unfolded messages between `older` and `messages`, which were not read. `upcoming` are
+    newer messages not stored yet (the reply a fold after the reply plans the next turn with): they count as the
+    newest messages, and are never folded.
 
     1. The window is what the stock Agent at the same `n_messages` sends: the newest `n_messages - 1` messages,
        `/compact` exchanges left out. It goes word for word, unless it does not fit the History Token Budget after
@@ -379,6 +384,7 @@ def plan_turn(
        cursor forwards, at most `catch_up_bound` of them. It is due when those older than the window reach Fold
        Batch, when the summary and the unfolded history pass `budget_trigger_share` of the budget, or on `/compact`.
     """
+    messages = [*messages, *upcoming]
     visible = [m for m in _merged(older, messages) if not is_compaction_exchange(m)]
     window = visible[-settings.window :] if settings.window else []
     window_ids = {m.id for m in window}
@@ -423,7 +429,8 @@ def plan_turn(
         # Folds run from the cursor forwards without a gap: only what was read from the cursor can go now.
         from_cursor = {m.id for m in older}
         foldable = [m for m in foldable if m.id in from_cursor]
-    foldable = foldable[: settings.catch_up_bound]
+    upcoming_ids = {m.id for m in upcoming}
+    foldable = [m for m in foldable if m.id not in upcoming_ids][: settings.catch_up_bound]
 
     reason = None
     if foldable:
@@ -567,9 +574,13 @@ class Folder:
         self.now = now
         self.save_failures = save_failures or SaveFailures()
 
-    async def prepare_history(self, *, compact: bool = False) -> TurnHistory:
-        """Read, fold what is due (holding the scope's fold lock), and plan what the model gets."""
-        return await self._prepare(compact=compact, fold_later=False)
+    async def prepare_history(self, *, compact: bool = False, upcoming: Sequence[StoredMessage] = ()) -> TurnHistory:
+        """Read, fold what is due (holding the scope's fold lock), and plan what the model gets.
+
+        A fold after the reply passes the reply as `upcoming` while it may not be stored yet: it then folds what the
+        next turn, whose history ends with that reply, would have to fold inline.
+        """
+        return await self._prepare(compact=compact, fold_later=False, upcoming=tuple(upcoming))
 
     async def prepare_history_folding_later(self) -> TurnHistory:
         """Read and plan what the model gets without a summary call, leaving a due fold for after the reply
@@ -577,8 +588,10 @@ class Folder:
         the window would go neither word for word nor through the summary."""
         return await self._prepare(compact=False, fold_later=True)
 
-    async def _prepare(self, *, compact: bool, fold_later: bool) -> TurnHistory:
-        read = await self._read()
+    async def _prepare(
+        self, *, compact: bool, fold_later: bool, upcoming: tuple[StoredMessage, ...] = ()
+    ) -> TurnHistory:
+        read = replace(await self._read(), upcoming=upcoming)
         plan = self._plan(read, compact=compact)
         turn = TurnHistory(summary_text=None, verbatim=[], state=read.state)
         postponed = plan.postponed
@@ -588,7 +601,7 @@ class Folder:
             async with self.store.fold_lock() as held:
                 if held:
                     # Read again under the lock: a fold that finished meanwhile leaves nothing due, and no call.
-                    read = await self._read()
+                    read = replace(await self._read(), upcoming=upcoming)
                     plan = self._plan(read, compact=compact)
                     turn.state, postponed = read.state, plan.postponed
                     turn.inline_fold = fold_later and bool(plan.fold)
@@ -615,7 +628,13 @@ class Folder:
             folded_before = turn.folded
             turn.state = await self._fold(turn.state, plan, turn)
             plan = plan_turn(
-                turn.state, read.messages, self.settings, older=read.older, unread=read.unread, now=self.now()
+                turn.state,
+                read.messages,
+                self.settings,
+                older=read.older,
+                unread=read.unread,
+                upcoming=read.upcoming,
+                now=self.now(),
             )
             if turn.folded == folded_before or turn.problems:
                 break
@@ -629,6 +648,7 @@ class Folder:
             older=read.older,
             unread=read.unread,
             compact=compact,
+            upcoming=read.upcoming,
             now=self.now(),
         )
 
