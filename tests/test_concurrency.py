@@ -148,7 +148,9 @@ def summarizing_flow(record_path: Path, **agent_settings: Any) -> dict[str, Any]
         echo="question",
         worker_name=True,
         fold_answer="list",
-        fold_delay=0.2,
+        # Summary calls as slow as a provider's: folds started by both workers overlap, so without the session's
+        # fold lock across workers a summary call is thrown away (seen: 6 calls, 2 wasted).
+        fold_delay=1.0,
         record_path=str(record_path),
     )
     agent = SummarizingAgentComponent(_id="agent")
