@@ -3,8 +3,9 @@
 The flow is Chat Input -> Summarizing Agent (switch on) -> Chat Output, built as an lfx `Graph` and posted to
 `POST /api/v1/flows/`. Its model is `FakeChatModelComponent`: a reply is "echo:" and the user-role messages the agent
 sent (the summary message is one), and a fold lists each folded message on a line "- folded <text>". With `FAST_FOLDS`
-a state row appears after the third reply, from the fold that runs then: it covers the first exchange and the second
-input (three messages), and the cursor is the second input. `say` returns once that fold has saved.
+a state row appears after the second reply, from the fold that runs then: it plans the third turn, whose window is the
+second exchange, so it covers the first exchange (two messages) and the cursor is the first reply. `say` returns once
+that fold has saved.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ FAST_FOLDS = {
     "add_current_date_tool": False,
     "add_calculator_tool": False,
 }
-TURNS_TO_FIRST_STATE = 3
+TURNS_TO_FIRST_STATE = 2
 STATE = SessionMemoryStateTable.__table__
 
 

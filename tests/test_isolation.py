@@ -172,4 +172,4 @@ def test_another_user_reads_resets_and_deletes_only_their_own_state_over_http(
     assert state_rows(intruder.server, intruder.flow_id, session_id) == []
 
     assert state_rows(owner.server, owner.flow_id, session_id) == [owner_row]
-    assert len(owner.messages(session_id)) == 6
+    assert len(owner.messages(session_id)) == 4

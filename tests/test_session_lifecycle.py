@@ -423,11 +423,12 @@ def test_bulk_sessions_delete_over_http_deletes_their_states(chat: ServerChat, b
 
 
 def test_message_delete_over_http_discards_the_state_only_when_a_folded_message_goes(chat: ServerChat) -> None:
-    session_id = chat.new_session()
+    # Three exchanges: the folds after the second and third replies cover the first two; the third is unfolded.
+    session_id = chat.new_session(turns=3)
     [state] = server_state_rows(chat.server, chat.flow_id, session_id)
     messages = chat.messages(session_id)
     cursor_index = [m["id"] for m in messages].index(str(state["covered_until_message_id"]))
-    assert cursor_index == 2
+    assert cursor_index == 3
 
     def delete_messages(*ids: str) -> None:
         with chat.server.client(token=chat.token) as client:
@@ -446,7 +447,7 @@ def test_message_delete_over_http_discards_the_state_only_when_a_folded_message_
     chat.say(session_id, "after the delete")
     chat.say(session_id, "once more")
     [rebuilt] = server_state_rows(chat.server, chat.flow_id, session_id)
-    # Folded after each of the two replies: first the two older messages left, then two more.
+    # Folded after each of the two replies: first the three older messages left, then two more.
     assert rebuilt["version"] == 2
     lines = rebuilt["summary"].splitlines()
     assert lines[:2] == [f"- folded echo: {session_id}-1", f"- folded {session_id}-2"]
@@ -484,8 +485,8 @@ def test_rename_over_http_moves_the_state_and_the_next_turn_uses_it(chat: Server
 
     assert f"folded {session_id}-1" in reply
     [after] = server_state_rows(chat.server, chat.flow_id, renamed)
-    # The turn compare-and-swapped the moved row (version 1 -> 2) instead of starting a new one.
-    assert (after["id"], after["version"], after["absorbed_count"]) == (before["id"], 2, 5)
+    # The fold after the turn compare-and-swapped the moved row (version 1 -> 2) instead of starting a new one.
+    assert (after["id"], after["version"], after["absorbed_count"]) == (before["id"], 2, 4)
 
 
 def test_shared_session_delete_over_http_deletes_the_state_of_the_public_run(

@@ -32,8 +32,8 @@ def reset_state(chat: ServerChat, session_id: str, *, token: str | None = None, 
 
 def test_read_returns_summary_cursor_and_counters(chat: ServerChat) -> None:
     session_id = chat.new_session()
-    # The fold after the third reply read through the third input: all but the window (the second reply and it).
-    second_input = chat.messages(session_id)[2]
+    # The fold after the second reply planned the third turn: all but its window (the second exchange).
+    first_reply = chat.messages(session_id)[1]
 
     response = get_state(chat, session_id)
 
@@ -42,9 +42,9 @@ def test_read_returns_summary_cursor_and_counters(chat: ServerChat) -> None:
     assert (body["flow_id"], body["session_id"]) == (chat.flow_id, session_id)
     [state] = body["states"]
     assert state["summary"].startswith(f"- folded {session_id}-1\n- folded echo: {session_id}-1")
-    assert state["cursor"]["message_id"] == second_input["id"]
-    assert state["cursor"]["timestamp"].startswith(second_input["timestamp"][:19].replace(" ", "T"))
-    assert (state["context_id"], state["folded_count"], state["version"]) == ("", 3, 1)
+    assert state["cursor"]["message_id"] == first_reply["id"]
+    assert state["cursor"]["timestamp"].startswith(first_reply["timestamp"][:19].replace(" ", "T"))
+    assert (state["context_id"], state["folded_count"], state["version"]) == ("", 2, 1)
     assert state["absorbed_count"] == state["folded_count"], "the older name stays as an alias"
     assert state["summary_model"] == "FakeChatModel"
     assert state["pinned"] == {}
@@ -84,7 +84,7 @@ def test_reset_deletes_the_state_and_the_next_turn_rebuilds_it(chat: ServerChat)
     assert response.json() == {"flow_id": chat.flow_id, "session_id": session_id, "deleted": 1}
     assert state_rows(chat.server, chat.flow_id, session_id) == []
     assert get_state(chat, session_id).status_code == 404
-    assert len(chat.messages(session_id)) == 6
+    assert len(chat.messages(session_id)) == 4
 
     reply = chat.say(session_id, "after reset")
     # Nothing was lost meanwhile: the turn sent the first exchange word for word, and folded it after its reply.

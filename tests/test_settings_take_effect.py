@@ -3,7 +3,7 @@
 Langflow leaves out the value of a hidden field when it builds a flow. The summary settings are hidden while the
 switch is off, and flows saved by earlier versions of this package store them hidden. Each test runs a flow on the
 shared real server with Fold Batch 2, Number of Chat History Messages 3 and no History Token Budget, where the defaults
-(8, 100, 7,000) would not fold in three turns: a state row that covers the first exchange after the third turn shows
+(8, 100, 7,000) would not fold in two turns: a state row that covers the first exchange after the second turn shows
 the settings were used.
 """
 
@@ -37,7 +37,7 @@ def _hidden(data: dict[str, Any], *, saved_by_an_earlier_version: bool = False) 
     return data
 
 
-def _folded_after_three_turns(chat: ServerChat, tweaks: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def _folded_after_two_turns(chat: ServerChat, tweaks: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     session_id = "settings-session"
     for turn in range(1, TURNS_TO_FIRST_STATE + 1):
         chat.say(session_id, f"{session_id}-{turn}", tweaks=tweaks)
@@ -53,28 +53,28 @@ def test_api_tweaks_of_hidden_settings_take_effect(owner):
     switched_off = _hidden(summarizing_flow_data(**DEFAULTS, summarize_older_messages=False))
     chat = ServerChat.create(*owner, data=switched_off)
 
-    rows = _folded_after_three_turns(chat, tweaks={"agent": FAST_FOLDS})
+    rows = _folded_after_two_turns(chat, tweaks={"agent": FAST_FOLDS})
 
-    assert [row["absorbed_count"] for row in rows] == [3]
+    assert [row["absorbed_count"] for row in rows] == [2]
 
 
 def test_a_flow_file_with_hidden_settings_runs_with_them(owner):
     chat = ServerChat.create(*owner, data=_hidden(summarizing_flow_data()))
 
-    assert [row["absorbed_count"] for row in _folded_after_three_turns(chat)] == [3]
+    assert [row["absorbed_count"] for row in _folded_after_two_turns(chat)] == [2]
 
 
 def test_a_flow_saved_by_an_earlier_version_runs_with_its_hidden_settings(owner):
     chat = ServerChat.create(*owner, data=_hidden(summarizing_flow_data(), saved_by_an_earlier_version=True))
 
-    assert [row["absorbed_count"] for row in _folded_after_three_turns(chat)] == [3]
+    assert [row["absorbed_count"] for row in _folded_after_two_turns(chat)] == [2]
 
 
 def test_a_saved_flow_with_the_switch_off_stays_off(owner):
     data = summarizing_flow_data(summarize_older_messages=False)
     chat = ServerChat.create(*owner, data=_hidden(data, saved_by_an_earlier_version=True))
 
-    assert _folded_after_three_turns(chat) == []
+    assert _folded_after_two_turns(chat) == []
     with chat.server.client(token=chat.token) as client:
         stored = client.get(f"/api/v1/flows/{chat.flow_id}").raise_for_status().json()
     assert agent_template(stored["data"])["summarize_older_messages"]["value"] is False
