@@ -270,5 +270,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "langflow_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.server)
+            item.add_marker(pytest.mark.shared_server)
             if backend == "postgres":
                 item.add_marker(pytest.mark.postgres)

@@ -42,6 +42,8 @@ from tests.postgres_database import running_in_ci
 from tests.server_chat import state_rows
 from tests.server_fixtures import LangflowServer, ServerUser
 
+pytestmark = pytest.mark.browser
+
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS_DIR = ROOT / "test-artifacts"
 SCREENSHOTS_DIR = ROOT / "docs" / "screenshots"
