@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from langflow_summarizing_agent import background, lifecycle
-from langflow_summarizing_agent.agent_memory import last_turn
+from langflow_summarizing_agent.agent_memory import last_turn, reply_of
 from langflow_summarizing_agent.background import BackgroundFolds
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX, Folder, FoldSettings
 from tests.agent_runs import scripted_session
@@ -115,6 +115,30 @@ async def test_a_fold_that_finds_the_work_done_under_the_lock_makes_no_summary_c
     assert other.calls == 1
     assert summarizer.calls == 0, "a summary call whose result would be thrown away"
     assert turn.state.folded_count == 4
+
+
+class BuiltAgent:
+    """What `reply_of` reads of a component: its results, as Langflow's `Component.get_results()` returns them."""
+
+    def __init__(self, results: object) -> None:
+        self.results = results
+
+    def get_results(self) -> object:
+        if isinstance(self.results, Exception):
+            raise self.results
+        return self.results
+
+
+def test_the_fold_after_the_reply_plans_with_the_reply_of_this_build_only() -> None:
+    from lfx.schema.message import Message
+
+    earlier = {"response": Message(text="the reply of an earlier build")}
+
+    [reply] = reply_of(BuiltAgent({"response": Message(text="Noted.")}), earlier)
+    assert (reply.role, reply.text) == ("assistant", "Noted.")
+    assert reply_of(BuiltAgent(earlier), earlier) == (), "a build that failed has no reply of its own"
+    assert reply_of(BuiltAgent(RuntimeError("no results")), None) == ()
+    assert reply_of(BuiltAgent({"response": "not a message"}), None) == ()
 
 
 def test_the_fold_lock_holds_per_session() -> None:

@@ -533,9 +533,10 @@ def stored(index: int, tokens: int, role: Role) -> StoredMessage:
     earlier=st.lists(message_sizes, max_size=40),
     question=message_sizes,
     answer=message_sizes,
+    skew_days=st.sampled_from([-1, 0, 1]),
 )
 def test_after_the_fold_that_planned_with_the_reply_the_next_turn_folds_nothing_inline(
-    chosen: FoldSettings, earlier: list[int], question: int, answer: int
+    chosen: FoldSettings, earlier: list[int], question: int, answer: int, skew_days: int
 ) -> None:
     """A fold after the reply plans with the reply not stored yet; the next turn, which reads it stored, then finds
     no fold it must make before its model call, unless the fold used all of Max Folds per Turn."""
@@ -549,10 +550,11 @@ def test_after_the_fold_that_planned_with_the_reply_the_next_turn_folds_nothing_
         loop.run_until_complete(Folder(store, summarizer, chosen).prepare_history())  # the turn before
         store.messages.append(stored(count, question, "user"))
         reply = stored(count + 1, answer, "assistant")
-        upcoming = replace(reply, id="reply-not-stored-yet", timestamp=reply.timestamp - timedelta(milliseconds=500))
+        # Stamped by the server's clock, which may be behind the database's.
+        upcoming = replace(reply, id="reply-not-stored-yet", timestamp=T0 - timedelta(days=skew_days))
 
         after = loop.run_until_complete(Folder(store, summarizer, chosen).prepare_history(upcoming=[upcoming]))
-        assert upcoming.id not in {m for batch in summarizer.prompts for m in fold_batch_ids(batch)}
+        assert message_id(count + 1) not in {m for batch in summarizer.prompts for m in fold_batch_ids(batch)}
         store.messages.append(reply)
         calls = summarizer.calls
         next_turn = loop.run_until_complete(Folder(store, summarizer, chosen).prepare_history_folding_later())
@@ -563,3 +565,18 @@ def test_after_the_fold_that_planned_with_the_reply_the_next_turn_folds_nothing_
         assert summarizer.calls == calls, "the next turn folded inline"
         assert not next_turn.inline_fold
         assert next_turn.not_summarized == 0
+
+
+def test_a_reply_stamped_by_a_clock_behind_the_database_is_planned_as_the_newest_message() -> None:
+    chosen = FoldSettings(n_messages=2, fold_batch=1, history_token_budget=0)
+    stored_messages = make_messages([f"message {n}" for n in range(5)])
+    reply = StoredMessage("reply", stored_messages[-1].timestamp + timedelta(seconds=1), "assistant", "Noted.")
+    behind = replace(reply, timestamp=T0 - timedelta(days=1))
+
+    on_time = PLAN_TURN(MemoryState(), stored_messages, chosen, upcoming=[reply], now=T0)
+    late = PLAN_TURN(MemoryState(), stored_messages, chosen, upcoming=[behind], now=T0)
+
+    assert [m.id for m in on_time.fold] == [m.id for m in stored_messages], "all but the next turn's window"
+    assert [m.id for m in late.fold] == [m.id for m in on_time.fold]
+    assert [m.id for m in late.send] == [m.id for m in on_time.send]
+    assert late.send[-1].id == "reply"

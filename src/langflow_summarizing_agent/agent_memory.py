@@ -510,7 +510,8 @@ async def summarized_memory_data(
             flow_id=flow_id, user_id=user_id, session_id=graph.session_id, context_id=context_id, until_id=input_id
         )
         folder_after = Folder(through_input, summarizer, settings, save_failures=SAVE_FAILURES)
-        fold_after(store.key, lambda: folder_after.prepare_history(upcoming=reply_of(component)))
+        earlier_results = _results_of(component)
+        fold_after(store.key, lambda: folder_after.prepare_history(upcoming=reply_of(component, earlier_results)))
     history = await to_agent_history(turn, str(graph.session_id), session_memory.as_chat_message)
     component._summarizing_turn = (key, history, turn)
     component._summarizing_previous_fold = folds.take_outcome(store.key) if folds.enabled else None
@@ -531,13 +532,28 @@ def fold_after(key: tuple[str, ...], fold: Callable[[], Awaitable[TurnHistory]])
     task.add_done_callback(lambda _: background.FOLDS.start(key, fold))
 
 
-def reply_of(component: Any) -> tuple[StoredMessage, ...]:
-    """The reply this agent produced, as the message Chat Output stores next; none when the agent failed."""
-    results = component.get_results() if hasattr(component, "get_results") else {}
+def reply_of(component: Any, earlier_results: object = None) -> tuple[StoredMessage, ...]:
+    """The reply this build of the agent produced, as the message Chat Output stores next (the agent's text, as a
+    flow that connects the agent to Chat Output stores it); none when the build failed.
+
+    `earlier_results` are the component's results when the turn began: a component built again (in a loop) keeps
+    its earlier results until a build succeeds, and a build that failed has no reply of its own.
+    """
+    results = _results_of(component)
+    if not isinstance(results, Mapping) or results is earlier_results:
+        return ()
     reply = next((value for value in results.values() if isinstance(value, Message)), None)
     if reply is None or not isinstance(reply.text, str):
         return ()
     return (StoredMessage(id=str(uuid.uuid4()), timestamp=utcnow(), role="assistant", text=reply.text),)
+
+
+def _results_of(component: Any) -> object:
+    try:
+        return component.get_results()
+    except Exception:  # without the reply the fold plans through the input, as before
+        logger.debug("Summarizing Agent: the agent's results could not be read", exc_info=True)
+        return None
 
 
 def last_turn(component: Any) -> TurnHistory | None:

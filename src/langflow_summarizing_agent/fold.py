@@ -384,8 +384,8 @@ def plan_turn(
        cursor forwards, at most `catch_up_bound` of them. It is due when those older than the window reach Fold
        Batch, when the summary and the unfolded history pass `budget_trigger_share` of the budget, or on `/compact`.
     """
-    messages = [*messages, *upcoming]
-    visible = [m for m in _merged(older, messages) if not is_compaction_exchange(m)]
+    upcoming = _stamped_after(upcoming, (*older, *messages))
+    visible = [m for m in _merged(older, [*messages, *upcoming]) if not is_compaction_exchange(m)]
     window = visible[-settings.window :] if settings.window else []
     window_ids = {m.id for m in window}
     unfolded = [m for m in visible if not state.covers(m)]
@@ -393,7 +393,7 @@ def plan_turn(
 
     budget = settings.history_token_budget
     summary_cap = budget - settings.newest_exchange_tokens if budget > 0 else None
-    readable = {m.id for m in messages}
+    readable = {m.id for m in (*messages, *upcoming)}
     backlog = [m for m in unfolded if m.id not in window_ids and m.id in readable]
     hidden_older = unread + sum(1 for m in unfolded if m.id not in window_ids)
 
@@ -453,6 +453,19 @@ def plan_turn(
         reason=reason,
         postponed=postponed,
     )
+
+
+def _stamped_after(upcoming: Sequence[StoredMessage], stored: Sequence[StoredMessage]) -> list[StoredMessage]:
+    """`upcoming` in their order, each stamped after the newest stored message when it is not already: a cursor
+    decides what a fold may take, and the clock that stamped a message not stored yet may be behind the database's."""
+    newest = max((m.timestamp for m in stored), default=None)
+    placed = []
+    for message in upcoming:
+        if newest is not None and message.timestamp <= newest:
+            message = replace(message, timestamp=newest + timedelta(microseconds=1))
+        placed.append(message)
+        newest = message.timestamp
+    return placed
 
 
 def _merged(older: Sequence[StoredMessage], messages: Sequence[StoredMessage]) -> list[StoredMessage]:
