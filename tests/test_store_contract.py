@@ -361,14 +361,21 @@ async def test_error_rows_are_skipped(harness: Harness, memory_scope: MemoryScop
     assert await store.count_after(None, Cursor(at(9), str(uuid.uuid4()))) == 2
 
 
-async def test_reads_stop_at_the_turns_input(harness: Harness, memory_scope: MemoryScope) -> None:
-    """The input is not read, nor what a concurrent run stored after it (a timestamp tie goes by id)."""
+async def add_an_input_with_ties(harness: Harness, memory_scope: MemoryScope, then: str) -> uuid.UUID:
+    """Three messages, the input, a message stored at its instant on each side of it by id, then `then`; returns the
+    input's id."""
     input_id = uuid.uuid4()
     await harness.add(memory_scope, [(at(i), f"m{i}") for i in range(3)])
     await harness.add(memory_scope, [(at(5), "input")], id=input_id)
     await harness.add(memory_scope, [(at(5), "tie before")], id=uuid.UUID(int=input_id.int - 1))
     await harness.add(memory_scope, [(at(5), "tie after")], id=uuid.UUID(int=input_id.int + 1))
-    await harness.add(memory_scope, [(at(6), "a concurrent run's")])
+    await harness.add(memory_scope, [(at(6), then)])
+    return input_id
+
+
+async def test_reads_stop_at_the_turns_input(harness: Harness, memory_scope: MemoryScope) -> None:
+    """The input is not read, nor what a concurrent run stored after it (a timestamp tie goes by id)."""
+    input_id = await add_an_input_with_ties(harness, memory_scope, then="a concurrent run's")
     store = harness.session(memory_scope, exclude_ids=[str(input_id)])
 
     expected = ["m0", "m1", "m2", "tie before"]
@@ -380,12 +387,7 @@ async def test_reads_stop_at_the_turns_input(harness: Harness, memory_scope: Mem
 
 async def test_reads_through_the_input_end_with_it(harness: Harness, memory_scope: MemoryScope) -> None:
     """A fold after the reply reads through the turn's input: it is read, what was stored after it is not."""
-    input_id = uuid.uuid4()
-    await harness.add(memory_scope, [(at(i), f"m{i}") for i in range(3)])
-    await harness.add(memory_scope, [(at(5), "input")], id=input_id)
-    await harness.add(memory_scope, [(at(5), "tie before")], id=uuid.UUID(int=input_id.int - 1))
-    await harness.add(memory_scope, [(at(5), "tie after")], id=uuid.UUID(int=input_id.int + 1))
-    await harness.add(memory_scope, [(at(6), "the reply")])
+    input_id = await add_an_input_with_ties(harness, memory_scope, then="the reply")
     store = harness.session(memory_scope, until_id=str(input_id))
 
     expected = ["m0", "m1", "m2", "tie before", "input"]

@@ -221,6 +221,7 @@ class LangflowSessionStore:
         self.context_id = context_id or None
         self.exclude_ids = tuple(exclude_ids)
         self.until_id = until_id
+        self._until = _as_uuid(until_id) if until_id is not None else None
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -256,10 +257,11 @@ class LangflowSessionStore:
         if self.context_id:
             params["context_id"] = self.context_id
         params.update({f"excluded_{i}": uid for i, uid in enumerate(excluded)})
-        until = _stored_ids([self.until_id]) if self.until_id is not None else []
-        if until:
-            params["until_id"] = until[0]
-        stmt = _turn_statement(with_context=bool(self.context_id), excluded=len(excluded), until=bool(until))
+        if self._until is not None:
+            params["until_id"] = self._until
+        stmt = _turn_statement(
+            with_context=bool(self.context_id), excluded=len(excluded), until=self._until is not None
+        )
         async with session_scope() as session:
             found = (await session.exec(stmt, params=params)).all()
         if not found:
@@ -358,10 +360,7 @@ class LangflowSessionStore:
         return await _resolved_flow_and_owner(self.flow_id, self.user_id, owner_required=True)
 
     def _message_filters(self, scope: _Scope) -> list[ColumnElement[bool]]:
-        until = _stored_ids([self.until_id]) if self.until_id is not None else []
-        return _message_terms(
-            scope, self.session_id, self.context_id, _stored_ids(self.exclude_ids), until[0] if until else None
-        )
+        return _message_terms(scope, self.session_id, self.context_id, _stored_ids(self.exclude_ids), self._until)
 
 
 class StateRows:
