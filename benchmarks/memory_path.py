@@ -110,7 +110,8 @@ async def _measure_size(size: int, repeats: int) -> PathCost:
 
 
 async def _time_memory_call(kind: str, scope: _Scope, input_row: Any) -> tuple[float, RoundTrips]:
-    from langflow_summarizing_agent.agent_memory import last_turn
+    from langflow_summarizing_agent.engine.report import problems
+    from langflow_summarizing_agent.wiring.agent_turn import turn_of
 
     agent = _agent(kind, scope, input_row)
     gc.collect()  # garbage of building the component is not the memory path's cost
@@ -121,8 +122,9 @@ async def _time_memory_call(kind: str, scope: _Scope, input_row: Any) -> tuple[f
     if not history:
         msg = f"{kind} get_memory_data() returned no history; the benchmark session is not visible"
         raise RuntimeError(msg)
-    turn = last_turn(agent)
-    if kind == "summarizing" and (turn is None or turn.fold_calls or turn.problems):
+    kept = turn_of(agent)
+    turn = kept.turn if kept is not None else None
+    if kind == "summarizing" and (turn is None or turn.fold is not None or problems(turn)):
         msg = f"the measured turn was meant not to fold, but it did or failed: {turn}"
         raise RuntimeError(msg)
     return seconds, counter
@@ -171,8 +173,8 @@ async def _store_session(scope: _Scope, size: int) -> Any:
     from langflow.services.database.models.message.model import MessageTable
     from langflow.services.deps import session_scope
 
-    from langflow_summarizing_agent.session_memory import LangflowStore
-    from langflow_summarizing_agent.state import Cursor, MemoryState
+    from langflow_summarizing_agent.engine.records import Cursor, Scope, Summary
+    from langflow_summarizing_agent.storage.database import DatabaseStore
 
     start = datetime.now(timezone.utc) - timedelta(seconds=size)
     texts = [filler_message(index) for index in range(40)]
@@ -197,16 +199,15 @@ async def _store_session(scope: _Scope, size: int) -> Any:
     await _analyze()
     # The window is the 10 messages before the input; everything older is folded.
     covered = rows[-2 - STOCK_N_MESSAGES]
-    state = MemoryState(
-        summary=SUMMARY_TEXT,
+    summary = Summary(
+        text=SUMMARY_TEXT,
         pinned=dict(PINNED),
         cursor=Cursor(covered.timestamp, str(covered.id)),
         folded_count=size - 1 - STOCK_N_MESSAGES,
     )
-    store = LangflowStore().session(flow_id=scope.flow_id, user_id=scope.user_id, session_id=scope.session_id)
-    saved = await store.save_state(state, expected_version=0)
-    if not saved:
-        msg = "could not store the benchmark session's memory state"
+    store = DatabaseStore(Scope(scope.flow_id, scope.user_id, scope.session_id))
+    if await store.save(summary) is None:
+        msg = "could not store the benchmark session's summary"
         raise RuntimeError(msg)
     return rows[-1]
 
@@ -219,24 +220,28 @@ async def measure_state_io(sessions: int, repeats: int) -> StateCost:
 
 
 async def _measure_state_io(scopes: list[_Scope], repeats: int) -> StateCost:
-    from langflow_summarizing_agent.session_memory import LangflowStore
+    from langflow_summarizing_agent.engine.records import Scope
+    from langflow_summarizing_agent.storage.database import DatabaseStore
 
     scope = scopes[len(scopes) // 2]
-    store = LangflowStore().session(flow_id=scope.flow_id, user_id=scope.user_id, session_id=scope.session_id)
+    store = DatabaseStore(Scope(scope.flow_id, scope.user_id, scope.session_id))
 
     async def read() -> Any:
-        state = await store.load_state()
-        if state.row_id is None or not state.summary:
-            msg = "the stored benchmark state was not found"
+        summary = await store.load()
+        if summary.row_id is None or not summary.text:
+            msg = "the stored benchmark summary was not found"
             raise RuntimeError(msg)
-        return state
+        return summary
 
-    state = await read()
+    summary = await read()
 
     async def write() -> None:
-        if not await store.save_state(state, expected_version=state.version):
+        nonlocal summary
+        saved = await store.save(summary)
+        if saved is None:
             msg = "the benchmark's compare-and-swap write lost against nobody"
             raise RuntimeError(msg)
+        summary = saved
 
     read_ms, read_trips = await _median_call(read, scope, repeats)
     write_ms, write_trips = await _median_call(write, scope, repeats)
@@ -273,8 +278,9 @@ async def _store_states(sessions: int) -> list[_Scope]:
     from langflow.services.deps import get_db_service
     from sqlalchemy import insert
 
-    from langflow_summarizing_agent.migrate import ensure_migrated
-    from langflow_summarizing_agent.models import NO_CONTEXT, SessionMemoryStateTable
+    from langflow_summarizing_agent.engine.records import NO_CONTEXT
+    from langflow_summarizing_agent.storage.migrate import ensure_migrated
+    from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
 
     await ensure_migrated()
     now = datetime.now(timezone.utc)

@@ -26,12 +26,8 @@ from lfx.field_typing import LanguageModel
 from lfx.io import Output
 from pydantic import Field
 
-from langflow_summarizing_agent.fold import (
-    DEFAULT_SUMMARY_WORDS,
-    FOLD_SYSTEM_PROMPT,
-    MAX_MESSAGE_CHARS,
-    SUMMARY_PREFIX,
-)
+from langflow_summarizing_agent.engine.prompt import FOLD_SYSTEM_PROMPT, SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.settings import DEFAULT_SUMMARY_WORDS, MAX_MESSAGE_CHARS
 
 FOLD_PROMPT_START = FOLD_SYSTEM_PROMPT.split("\n", 1)[0]
 CALCULATOR_TOOL = "evaluate_expression"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from langchain_core.messages import HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from langflow_summarizing_agent.fold import COMPACT_COMMAND
+from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND
 
 MESSAGE_TOKENS = 300
 LONG_MESSAGE_TOKENS = 1_500

@@ -30,7 +30,7 @@ async def langflow_services(backend: str) -> AsyncIterator[str]:
     from langflow.services.utils import initialize_services, teardown_services
 
     # Loaded before Langflow starts, as in a worker with the extension installed.
-    import langflow_summarizing_agent.models  # noqa: F401
+    import langflow_summarizing_agent.storage.models  # noqa: F401
 
     config_dir = Path(tempfile.mkdtemp(prefix=f"summarizing-agent-benchmark-{backend}-"))
     try:

@@ -38,7 +38,8 @@ from benchmarks.script import (
     switch_exchange,
 )
 from benchmarks.services import BACKENDS, database_backend, langflow_services
-from langflow_summarizing_agent.fold import COMPACT_REPLY_PREFIX, DEFAULT_HISTORY_TOKEN_BUDGET
+from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX
+from langflow_summarizing_agent.engine.settings import DEFAULT_HISTORY_TOKEN_BUDGET
 
 LAST_EXCHANGES = 20
 COLUMN = 26

@@ -1,6 +1,6 @@
 """Alembic environment for this package's tables, beside Langflow's in the same database.
 
-Run through `langflow_summarizing_agent.migrate`, which passes an open connection in
+Run through `langflow_summarizing_agent.storage.migrate`, which passes an open connection in
 `config.attributes["connection"]` after taking the migration lock on it. The version table is our own,
 so Langflow's `alembic_version` is never read or written here.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from alembic import context
 
-from langflow_summarizing_agent.migrate import VERSION_TABLE
-from langflow_summarizing_agent.models import Base
+from langflow_summarizing_agent.storage.migrate import VERSION_TABLE
+from langflow_summarizing_agent.storage.models import Base
 
 target_metadata = Base.metadata
 
@@ -25,7 +25,10 @@ def include_name(name: str | None, type_: str, parent_names: dict[str, str | Non
 def run_migrations_online() -> None:
     connection = context.config.attributes.get("connection")
     if connection is None:
-        msg = "Run these migrations through langflow_summarizing_agent.migrate (upgrade/downgrade), not bare alembic."
+        msg = (
+            "Run these migrations through langflow_summarizing_agent.storage.migrate (upgrade/downgrade), "
+            "not bare alembic."
+        )
         raise RuntimeError(msg)
     context.configure(
         connection=connection,
@@ -39,6 +42,6 @@ def run_migrations_online() -> None:
 
 
 if context.is_offline_mode():
-    msg = "Offline (--sql) migrations are not supported; use langflow_summarizing_agent.migrate."
+    msg = "Offline (--sql) migrations are not supported; use langflow_summarizing_agent.storage.migrate."
     raise RuntimeError(msg)
 run_migrations_online()

@@ -1,16 +1,22 @@
+"""The Summarizing Agent on the canvas: the stock Agent's inputs plus the switch and the fold settings; every hook
+hands the turn to `wiring.agent_turn`."""
+
 from lfx.components.models_and_agents.agent import AgentComponent
 from lfx.io import BoolInput, FloatInput, HandleInput, IntInput, MessageTextInput
 from lfx.schema.dotdict import dotdict
 from lfx.schema.message import Message
 
-from langflow_summarizing_agent import agent_memory
-from langflow_summarizing_agent.agent_memory import SETTING_NAMES
-from langflow_summarizing_agent.fold import (
+from langflow_summarizing_agent.engine.settings import (
+    CHECKED_FIELDS,
     DEFAULT_FOLD_BATCH,
     DEFAULT_HISTORY_TOKEN_BUDGET,
     DEFAULT_MAX_FOLDS_PER_TURN,
+    DEFAULT_SUMMARY_TIMEOUT_SECONDS,
     DEFAULT_SUMMARY_WORDS,
+    FIELD_NAMES,
+    MAX_FOLD_MESSAGES,
 )
+from langflow_summarizing_agent.wiring import agent_turn
 
 SUMMARY_FIELDS = (
     "pinned_keys",
@@ -28,11 +34,16 @@ SETTING = {"override_skip": True, "api_editable": True}
 
 
 STOCK_N_MESSAGES = next(i for i in AgentComponent.inputs if i.name == "n_messages")
+N_MESSAGES_INFO = (
+    "Messages sent word for word: the newest N - 1 messages before the input (the input takes one slot). Older "
+    "messages reach the model through the summary. 0 turns memory off, summary included."
+)
+"""Help of Number of Chat History Messages while Summarize Older Messages is on."""
 
 
 def _n_messages_input():
     # Refreshed on edit, so a window that makes no sense is refused at once; its help follows the switch.
-    return STOCK_N_MESSAGES.model_copy(update={"real_time_refresh": True, "info": agent_memory.N_MESSAGES_INFO})
+    return STOCK_N_MESSAGES.model_copy(update={"real_time_refresh": True, "info": N_MESSAGES_INFO})
 
 
 class SummarizingAgentComponent(AgentComponent):
@@ -48,7 +59,7 @@ class SummarizingAgentComponent(AgentComponent):
         *(_n_messages_input() if i.name == "n_messages" else i for i in AgentComponent.inputs),
         BoolInput(
             name="summarize_older_messages",
-            display_name=SETTING_NAMES["summarize_older_messages"],
+            display_name=FIELD_NAMES["summarize_older_messages"],
             info=(
                 "On: messages older than the last Number of Chat History Messages are folded into a per-session "
                 "summary, sent to the model before the recent messages. Off: only the last messages are sent, "
@@ -60,7 +71,7 @@ class SummarizingAgentComponent(AgentComponent):
         ),
         MessageTextInput(
             name="pinned_keys",
-            display_name=SETTING_NAMES["pinned_keys"],
+            display_name=FIELD_NAMES["pinned_keys"],
             info=(
                 "Facts the summary always keeps, by name, for example project_id, customer. Their latest values "
                 "open the summary however long ago they were said. Names only; the values are never shown in chat."
@@ -70,7 +81,7 @@ class SummarizingAgentComponent(AgentComponent):
         ),
         HandleInput(
             name="summary_model",
-            display_name=SETTING_NAMES["summary_model"],
+            display_name=FIELD_NAMES["summary_model"],
             info="Optional cheaper model for the summary calls. Nothing connected: the Agent's own model summarizes.",
             input_types=["LanguageModel"],
             required=False,
@@ -78,7 +89,7 @@ class SummarizingAgentComponent(AgentComponent):
         ),
         IntInput(
             name="fold_batch",
-            display_name=SETTING_NAMES["fold_batch"],
+            display_name=FIELD_NAMES["fold_batch"],
             info=(
                 "Messages older than the Number of Chat History Messages that build up (still sent word for word) "
                 "before one summary call folds them. Smaller: fewer tokens per model call, more summary calls."
@@ -90,7 +101,7 @@ class SummarizingAgentComponent(AgentComponent):
         ),
         IntInput(
             name="summary_words",
-            display_name=SETTING_NAMES["summary_words"],
+            display_name=FIELD_NAMES["summary_words"],
             info="Longest summary, in words (at least 20); a longer one is clipped.",
             value=DEFAULT_SUMMARY_WORDS,
             advanced=True,
@@ -99,7 +110,7 @@ class SummarizingAgentComponent(AgentComponent):
         ),
         IntInput(
             name="history_token_budget",
-            display_name=SETTING_NAMES["history_token_budget"],
+            display_name=FIELD_NAMES["history_token_budget"],
             info=(
                 "Most tokens of history per model call: the summary, its pinned facts and the recent messages. Past "
                 "80% of it, older messages are folded early; if the last Number of Chat History Messages alone do "
@@ -112,10 +123,10 @@ class SummarizingAgentComponent(AgentComponent):
         ),
         IntInput(
             name="max_folds_per_turn",
-            display_name=SETTING_NAMES["max_folds_per_turn"],
+            display_name=FIELD_NAMES["max_folds_per_turn"],
             info=(
-                "Most summary calls in one turn, each folding up to 60 messages. A long session switched on "
-                "catches up over several turns instead of stalling one."
+                f"Most summary calls in one turn, each folding up to {MAX_FOLD_MESSAGES} messages. A long session "
+                "switched on catches up over several turns instead of stalling one."
             ),
             value=DEFAULT_MAX_FOLDS_PER_TURN,
             advanced=True,
@@ -124,12 +135,12 @@ class SummarizingAgentComponent(AgentComponent):
         ),
         FloatInput(
             name="summary_timeout",
-            display_name=SETTING_NAMES["summary_timeout"],
+            display_name=FIELD_NAMES["summary_timeout"],
             info=(
                 "Seconds to wait for one summary call; a slower one is abandoned and the turn uses the previous "
-                f"summary. 0 uses {agent_memory.DEFAULT_SUMMARY_TIMEOUT_SECONDS:g}."
+                f"summary. 0 uses {DEFAULT_SUMMARY_TIMEOUT_SECONDS:g}."
             ),
-            value=agent_memory.DEFAULT_SUMMARY_TIMEOUT_SECONDS,
+            value=DEFAULT_SUMMARY_TIMEOUT_SECONDS,
             advanced=True,
             real_time_refresh=True,
             **SETTING,
@@ -138,23 +149,23 @@ class SummarizingAgentComponent(AgentComponent):
 
     async def get_memory_data(self):
         # Langflow's own tests build Agents with `__new__` and set only the stock inputs: those run as the stock Agent.
-        if not agent_memory.setting(self, "summarize_older_messages"):
+        if not agent_turn.setting(self, "summarize_older_messages"):
             return await super().get_memory_data()
-        return await agent_memory.summarized_memory_data(self, super().get_memory_data)
+        return await agent_turn.memory_data(self, super().get_memory_data)
 
     async def message_response(self) -> Message:
-        if agent_memory.is_compact_request(self):
-            return await agent_memory.compact_reply(self, super().get_memory_data)
+        if agent_turn.is_compact_request(self):
+            return await agent_turn.compact_reply(self, super().get_memory_data)
         return await super().message_response()
 
     def _build_initial_agent_message(self) -> Message:
         # The reply's first content block is this turn's memory step, shown in the Playground like a tool call.
-        return agent_memory.with_memory_step(self, super()._build_initial_agent_message())
+        return agent_turn.with_memory_step(self, super()._build_initial_agent_message())
 
     def extract_data(self, result):
         # Langflow sets a Message output's status to its text; the memory report goes after it.
         data = super().extract_data(result)
-        self.status = agent_memory.with_report(self, self.status)
+        self.status = agent_turn.with_report(self, self.status)
         return data
 
     # Same signature as AgentComponent's, which already differs from its sync parent.
@@ -162,13 +173,13 @@ class SummarizingAgentComponent(AgentComponent):
         self, build_config: dotdict, field_value, field_name: str | None = None
     ) -> dotdict:
         build_config = await super().update_build_config(build_config, field_value, field_name)
-        if field_name in agent_memory.CHECKED_SETTINGS:
-            agent_memory.check_settings(build_config, field_name, field_value)
+        if field_name in CHECKED_FIELDS:
+            agent_turn.check_settings(build_config, field_name, field_value)
         switch = build_config.get("summarize_older_messages", {})
         enabled = bool(field_value if field_name == "summarize_older_messages" else switch.get("value"))
         for field in SUMMARY_FIELDS:
             if field in build_config:
                 build_config[field]["show"] = enabled
         if "n_messages" in build_config:
-            build_config["n_messages"]["info"] = agent_memory.N_MESSAGES_INFO if enabled else STOCK_N_MESSAGES.info
+            build_config["n_messages"]["info"] = N_MESSAGES_INFO if enabled else STOCK_N_MESSAGES.info
         return build_config

@@ -1,26 +1,26 @@
-"""Keep session memory state in step with Langflow's chat history when messages are deleted or renamed.
+"""Keep session summaries in step with Langflow's chat history when messages are deleted or renamed.
 
 Langflow has no "messages deleted" event, so this module listens on `sqlalchemy.orm.Session` (which Langflow's
 `AsyncSession` runs on) and acts inside the transaction that changes the `message` table:
 
 - a bulk `delete(MessageTable)` (every monitor delete route, `cascade_delete_flow`, `adelete_messages`) and a
-  unit-of-work delete of a `MessageTable` object (`langflow.memory.delete_message`) delete a state row when a
+  unit-of-work delete of a `MessageTable` object (`langflow.memory.delete_message`) delete a summary row when a
   deleted message was folded into it (at or before its cursor: the summary no longer matches the stored
-  history and may hold text the user wanted gone), or when its session has no message left. A state whose
+  history and may hold text the user wanted gone), or when its session has no message left. A summary whose
   deleted messages were all still unfolded is kept;
-- a bulk `delete(Flow)` deletes every state row of the deleted flows;
+- a bulk `delete(Flow)` deletes every summary row of the deleted flows;
 - a change of `message.session_id` (the monitor rename routes set it on loaded objects and flush; a bulk
-  `update(MessageTable)` works the same way) moves the state rows to the new session id when the whole session
-  moved into a session without messages of its own. A partial move or a merge deletes the state rows of both
+  `update(MessageTable)` works the same way) moves the summary rows to the new session id when the whole session
+  moved into a session without messages of its own. A partial move or a merge deletes the summary rows of both
   sessions instead: they are rebuilt from the stored messages on the next turn.
 
-Message rows are never changed here, and state rows only through `session_memory.StateRows`. The listeners read
+Message rows are never changed here, and summary rows only through `storage.database.StateRows`. The listeners read
 what a statement will touch before it runs, on the same connection, and write after it ran, in the same
 transaction, so a rolled-back delete keeps its summaries. If this module's part fails, the error is logged and
 Langflow's statement goes on: on Postgres our statements run in a savepoint; on SQLite a failed statement leaves
 the transaction usable. What no listener sees (raw SQL, another process) is caught only by the lazy check of the
-store, which ignores a state whose cursor message is no longer in its session (or, without a cursor, whose
-session has no message left); a state that keeps its cursor message stays in use.
+store, which ignores a summary whose cursor message is no longer in its session (or, without a cursor, whose
+session has no message left); a summary that keeps its cursor message stays in use.
 
 `install_listeners()` is called once per worker by the `langflow.plugins` registrar
 (`plugin.install_routes_and_listeners`).
@@ -38,8 +38,7 @@ from sqlalchemy import Connection, Table, and_, case, event, func, select
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction, attributes
 from sqlalchemy.sql.elements import BindParameter, ColumnElement
 
-from langflow_summarizing_agent.session_memory import StateRows
-from langflow_summarizing_agent.state import Rename
+from langflow_summarizing_agent.storage.database import Rename, StateRows
 
 __all__ = ["install_listeners", "listeners_installed"]
 
@@ -49,7 +48,7 @@ _PLAN_KEY = "langflow_summarizing_agent.lifecycle"
 
 _T = TypeVar("_T")
 _Scope = tuple[UUID, UUID, str]
-"""(flow_id, user_id, session_id) of messages and of state rows."""
+"""(flow_id, user_id, session_id) of messages and of summary rows."""
 
 
 def install_listeners() -> None:

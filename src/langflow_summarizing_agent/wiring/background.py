@@ -1,15 +1,15 @@
 """Folds that run after the reply: on a Langflow server no turn waits for a summary call.
 
-A turn on `langflow run` plans its history without a summary call (`Folder.prepare_history_folding_later`). When a
-fold is due, the component starts it here once the reply is produced, and a later turn uses the summary it saved.
-`FOLDS` is the process's one registry of those folds:
+A turn on `langflow run` reads and plans without a summary call. When a fold is due, `agent_turn` starts it here
+once the reply is produced, and a later turn uses the summary it saved. `FOLDS` is the process's one registry of
+those folds, a plain registry of tasks by session scope: what a fold does is the job it is given.
 
 - at most one fold per session scope, and at most `max_running` summary calls at once in the process (the
   environment variable `SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS`, default 4); more folds wait for a place;
 - each fold holds the session's fold lock (`SessionStore.fold_lock`), so a fold running in another worker makes
   this one skip without a summary call;
 - a fold that fails is logged and recorded for the session's next turn; one that is cancelled (the server shuts
-  down) leaves the state as it was, since only a completed fold saves.
+  down) leaves the summary as it was, since only a completed fold saves.
 
 Background folds need an event loop that outlives the turn. The `langflow.plugins` entry point turns them on
 (`enable`), which only `langflow run` loads; `lfx run`, and a graph run to completion in a script, fold inline.
@@ -20,13 +20,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
-from langflow_summarizing_agent.fold import TurnHistory
+from langflow_summarizing_agent.engine.fold import FoldResult
+from langflow_summarizing_agent.engine.records import Summary
 
 logger = logging.getLogger(__name__)
 
@@ -39,16 +38,6 @@ MAX_OUTCOMES = 10_000
 """Outcomes kept for sessions whose next turn has not come yet; the oldest are forgotten first."""
 
 
-@dataclass(frozen=True)
-class FoldOutcome:
-    """What a background fold did, for the session's next turn to report."""
-
-    folded: int
-    calls: int
-    seconds: float
-    problems: tuple[str, ...] = ()
-
-
 class BackgroundFolds:
     """The background folds of one process, by session scope."""
 
@@ -56,7 +45,7 @@ class BackgroundFolds:
         self.enabled = False
         self.max_running = max_running
         self._tasks: dict[ScopeKey, asyncio.Task[None]] = {}
-        self._outcomes: OrderedDict[ScopeKey, FoldOutcome] = OrderedDict()
+        self._outcomes: OrderedDict[ScopeKey, FoldResult] = OrderedDict()
         self._places: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
@@ -73,7 +62,7 @@ class BackgroundFolds:
     def running(self, key: ScopeKey) -> bool:
         return key in self._tasks
 
-    def start(self, key: ScopeKey, fold: Callable[[], Awaitable[TurnHistory]]) -> bool:
+    def start(self, key: ScopeKey, fold: Callable[[], Awaitable[FoldResult | None]]) -> bool:
         """Run `fold` in the background unless the session has one running; True when it was started."""
         if key in self._tasks:
             return False
@@ -82,7 +71,7 @@ class BackgroundFolds:
         task.add_done_callback(lambda done: self._tasks.pop(key) if self._tasks.get(key) is done else None)
         return True
 
-    def take_outcome(self, key: ScopeKey) -> FoldOutcome | None:
+    def take_outcome(self, key: ScopeKey) -> FoldResult | None:
         """The outcome of the session's last background fold, once: the next turn reports it."""
         return self._outcomes.pop(key, None)
 
@@ -104,7 +93,7 @@ class BackgroundFolds:
             await asyncio.wait(list(self._tasks.values()))
 
     async def shutdown(self) -> None:
-        """Cancel every running fold and wait for them to end: their states stay as they were."""
+        """Cancel every running fold and wait for them to end: their summaries stay as they were."""
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
@@ -112,23 +101,23 @@ class BackgroundFolds:
             await asyncio.wait(tasks)
             logger.info("Summarizing Agent: cancelled %d background fold(s) at shutdown", len(tasks))
 
-    async def _run(self, key: ScopeKey, fold: Callable[[], Awaitable[TurnHistory]]) -> None:
+    async def _run(self, key: ScopeKey, fold: Callable[[], Awaitable[FoldResult | None]]) -> None:
         try:
             async with self._place():
-                started = time.monotonic()
-                turn = await fold()
+                result = await fold()
         except asyncio.CancelledError:
             logger.info("Summarizing Agent: a background fold was cancelled; the summary stays as it was")
             raise
         except Exception as exc:
             logger.exception("Summarizing Agent: a background fold failed; the summary stays as it was")
-            self._record(key, FoldOutcome(0, 0, 0.0, (f"session memory unavailable ({type(exc).__name__})",)))
+            self._record(key, FoldResult(Summary(), problems=(f"session memory unavailable ({type(exc).__name__})",)))
             return
-        for problem in turn.problems:
+        if result is None:
+            return
+        for problem in result.problems:
             logger.warning("Summarizing Agent: background fold: %s", problem)
-        if turn.fold_calls:
-            seconds = time.monotonic() - started
-            self._record(key, FoldOutcome(turn.folded, turn.fold_calls, seconds, tuple(turn.problems)))
+        if result.calls:
+            self._record(key, result)
 
     def _place(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -137,7 +126,7 @@ class BackgroundFolds:
             places = self._places[loop] = asyncio.Semaphore(self.max_running)
         return places
 
-    def _record(self, key: ScopeKey, outcome: FoldOutcome) -> None:
+    def _record(self, key: ScopeKey, outcome: FoldResult) -> None:
         self._outcomes[key] = outcome
         self._outcomes.move_to_end(key)
         while len(self._outcomes) > MAX_OUTCOMES:

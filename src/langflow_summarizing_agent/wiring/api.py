@@ -1,4 +1,4 @@
-"""HTTP API to inspect and reset a session's summary. `plugin.install_routes_and_listeners` serves it.
+"""HTTP API to read and reset a session's summary. `plugin.install_routes_and_listeners` serves it.
 
 Routes, under `ROUTE_PREFIX`:
 
@@ -24,18 +24,15 @@ from fastapi import APIRouter, HTTPException, Query, status
 from langflow.api.utils import CurrentActiveUser, DbSession
 from pydantic import BaseModel, Field
 
-from langflow_summarizing_agent import background
-from langflow_summarizing_agent.migrate import ensure_migrated
-from langflow_summarizing_agent.session_memory import LangflowStore, in_session
-from langflow_summarizing_agent.state import ScopedState, StateStore
+from langflow_summarizing_agent.storage.database import SessionSummary, in_session, reset_session, session_summaries
+from langflow_summarizing_agent.storage.migrate import ensure_migrated
+from langflow_summarizing_agent.wiring import background
 
 __all__ = ["MAX_ID_LENGTH", "ROUTE_PREFIX", "router"]
 
 ROUTE_PREFIX = "/api/v1/summarizing-agent"
 MAX_ID_LENGTH = 1024
 """Longest session or context id the API accepts. Langflow sets no limit; ids it makes are far shorter."""
-
-_STORE: StateStore = LangflowStore()
 
 router = APIRouter(prefix=ROUTE_PREFIX, tags=["Summarizing Agent"])
 
@@ -89,7 +86,7 @@ async def read_session_state(
     await _ensure_flow_or_404(session, flow_uuid, current_user, write=False)
     await _ensure_storage()
     await _folds_ended(flow_uuid, session_id, context_id)
-    states = await _STORE.states(flow_id=flow_uuid, session_id=session_id, context_id=context_id)
+    states = await session_summaries(flow_id=flow_uuid, session_id=session_id, context_id=context_id)
     if not states:
         raise HTTPException(
             status_code=status.HTTP_404_NOT_FOUND,
@@ -112,7 +109,7 @@ async def reset_session_state(
     await _ensure_flow_or_404(session, flow_uuid, current_user, write=True)
     await _ensure_storage()
     await _folds_ended(flow_uuid, session_id, context_id)
-    deleted = await _STORE.reset(flow_id=flow_uuid, session_id=session_id, context_id=context_id)
+    deleted = await reset_session(flow_id=flow_uuid, session_id=session_id, context_id=context_id)
     return SessionStateReset(flow_id=flow_uuid, session_id=session_id, deleted=deleted)
 
 
@@ -187,15 +184,15 @@ async def _ensure_storage() -> None:
         ) from exc
 
 
-def _state_read(found: ScopedState) -> StateRead:
-    state = found.state
+def _state_read(found: SessionSummary) -> StateRead:
+    state = found.summary
     cursor = None
     if state.cursor is not None:
         cursor = CursorRead(message_id=UUID(state.cursor.message_id), timestamp=state.cursor.timestamp)
     return StateRead(
         context_id=found.context_id,
         user_id=found.user_id,
-        summary=state.summary,
+        summary=state.text,
         pinned=dict(state.pinned),
         cursor=cursor,
         folded_count=state.folded_count,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import typer
 from sqlalchemy import create_engine, make_url, pool
 
-from langflow_summarizing_agent import migrate
-from langflow_summarizing_agent.session_memory import StateRows
+from langflow_summarizing_agent.storage import migrate
+from langflow_summarizing_agent.storage.database import StateRows
 
 COMMAND_GROUP = "summarizing-agent"
 

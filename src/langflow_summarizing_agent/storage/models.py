@@ -1,4 +1,4 @@
-"""The `session_memory_state` table: one row of memory per chat-history scope.
+"""The `session_memory_state` table: one row per session scope, holding its summary.
 
 The model lives in its own SQLModel registry, so its table is not in Langflow's `SQLModel.metadata`: Langflow
 refuses to start when its metadata holds a table its own migrations do not create. This package's Alembic
@@ -14,17 +14,11 @@ from sqlalchemy import JSON, Column, DateTime, Integer, String, Text, UniqueCons
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
-from langflow_summarizing_agent.state import utcnow
+from langflow_summarizing_agent.engine.records import NO_CONTEXT, utcnow
 
 TABLE_NAME = "session_memory_state"
 SCOPE_CONSTRAINT = "uq_session_memory_state_scope"
 SCOPE_COLUMNS = ("flow_id", "user_id", "session_id", "context_id")
-
-NO_CONTEXT = ""
-"""Stored `context_id` of a session without a context.
-
-NULLs are distinct in unique constraints on SQLite and Postgres; an empty string keeps one row per session.
-"""
 
 
 class Base(SQLModel, registry=registry()):

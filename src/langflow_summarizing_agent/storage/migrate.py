@@ -35,7 +35,7 @@ _migrated_lock = threading.Lock()
 
 def script_location() -> Path:
     """The migration scripts: inside the installed package (wheel), else the source checkout's `migrations/`."""
-    package_dir = Path(__file__).resolve().parent
+    package_dir = Path(__file__).resolve().parents[1]
     for candidate in (package_dir / "migrations", package_dir.parents[1] / "migrations"):
         if (candidate / "env.py").is_file():
             return candidate

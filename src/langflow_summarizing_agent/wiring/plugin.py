@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from langflow_summarizing_agent import api, background, lifecycle
+from langflow_summarizing_agent.wiring import api, background, lifecycle
 
 __all__ = ["install_routes_and_listeners"]
 

@@ -1,28 +1,30 @@
-"""The session store: every read and write of the `session_memory_state` table, on Langflow's database.
+"""Where the summary row is written: every read and write of the `session_memory_state` table, on Langflow's database.
 
-`LangflowStore` implements `state.StateStore` (what the HTTP API reads and resets) and hands out
-`LangflowSessionStore`s, which implement `state.SessionStore` (what a turn's fold reads and saves). `StateRows` runs
-the same statements on a connection inside a transaction someone else runs: the Langflow listeners of `lifecycle`
-use it to purge and move states in the transaction that deletes or moves messages. No other module builds SQL on
-the state table.
+- `DatabaseStore` is the engine's `SessionStore` for one scope: a turn's read is one statement, a save one more
+  (plus one migration check per process and database, see `migrate`).
+- `StateRows` runs the table's statements on a synchronous connection inside a transaction someone else runs:
+  `DatabaseStore` in its own, the listeners of `wiring.lifecycle` in the transaction that deletes or moves
+  messages. It is where a summary row is inserted, compare-and-swapped, purged and moved.
+- `session_summaries()` and `reset_session()` are the session-wide read and reset of the HTTP API.
+
+No other module builds SQL on the table. The table's columns keep the names of the first migration; `models`
+maps them to the code's names, and `_summary_values()` / `_to_summary()` map rows to `Summary` and back.
 
 Scope: flow and owner are resolved with `langflow.memory._message_scope`, the check behind Langflow's own
 `aget_messages()`: inside a graph run the executing graph's flow and owner win, and a caller asking for another
-flow or owner gets nothing (an empty state, False, [] or 0) rather than someone else's rows. Outside a graph run
-both ids must be given and valid (a purge or read of a whole session may leave the owner out: every owner).
+flow or owner gets nothing (an empty summary, None, [] or 0) rather than someone else's rows. Outside a graph run
+both ids must be given and valid (a read or reset of a whole session may leave the owner out: every owner).
 
 Without a Langflow database (standalone `lfx`, or langflow installed but its services not initialised) every call
 answers "nothing" the same way, without raising, so the component can fall back to last-N. Database errors raise.
-
-A turn's read is one statement, a save one more (plus one migration check per process and database, see `migrate`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import cache
 from pathlib import PurePosixPath
@@ -52,34 +54,36 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col, select
 
-from langflow_summarizing_agent.migrate import ensure_migrated
-from langflow_summarizing_agent.models import NO_CONTEXT, SCOPE_COLUMNS, TABLE_NAME, SessionMemoryStateTable
-from langflow_summarizing_agent.state import (
+from langflow_summarizing_agent.engine.records import (
+    NO_CONTEXT,
     Cursor,
-    HeldScopes,
     Id,
-    MemoryState,
-    Rename,
-    ScopedState,
+    Scope,
     StoredMessage,
+    Summary,
     as_utc,
     utcnow,
 )
+from langflow_summarizing_agent.engine.store import HeldScopes
+from langflow_summarizing_agent.storage.migrate import ensure_migrated
+from langflow_summarizing_agent.storage.models import SCOPE_COLUMNS, TABLE_NAME, SessionMemoryStateTable
 
 if TYPE_CHECKING:
     from langflow.services.database.models.message.model import MessageTable
     from lfx.schema.message import Message
 
 __all__ = [
-    "LangflowSessionStore",
-    "LangflowStore",
+    "DatabaseStore",
     "MessageDeletePlan",
     "Rename",
+    "SessionSummary",
     "StateRows",
     "UnsupportedDatabaseError",
     "as_chat_message",
+    "database_available",
     "in_session",
-    "session_memory_supported",
+    "reset_session",
+    "session_summaries",
 ]
 
 USER_SENDER = "User"
@@ -102,14 +106,37 @@ class UnsupportedDatabaseError(RuntimeError):
     """Langflow runs on a database other than SQLite or PostgreSQL; the component falls back to last-N."""
 
 
-def session_memory_supported() -> bool:
+def database_available() -> bool:
     """True when Langflow's database is available; False under standalone lfx or before services start."""
     return has_langflow_db_backend()
 
 
+@dataclass(frozen=True)
+class SessionSummary:
+    """A stored summary with the part of its scope a session-wide read does not fix: owner and context."""
+
+    user_id: UUID
+    context_id: str
+    """`""` is "no context"."""
+    summary: Summary
+
+
+@dataclass(frozen=True)
+class Rename:
+    """One session of one flow and owner whose messages moved to `new_session_id`."""
+
+    flow_id: UUID
+    user_id: UUID
+    old_session_id: str
+    new_session_id: str | None
+    """None when the new id is not a plain value (an SQL expression): the summary is deleted, not moved."""
+    whole_session: bool
+    """True when every message moved into a session that had none: the summary can follow."""
+
+
 @dataclass
 class MessageDeletePlan:
-    """State rows a message delete touches, read before the messages are gone."""
+    """Summary rows a message delete touches, read before the messages are gone."""
 
     folded: set[UUID] = field(default_factory=set)
     """Rows with a deleted message at or before their cursor: deleted whatever remains."""
@@ -120,227 +147,151 @@ class MessageDeletePlan:
         return bool(self.folded or self.touched)
 
 
-class LangflowStore:
-    """`StateStore` on Langflow's database: every session's state, for the HTTP API and the listeners."""
-
-    def session(
-        self,
-        *,
-        flow_id: Id | None,
-        user_id: Id | None,
-        session_id: str,
-        context_id: str | None = None,
-        exclude_ids: Iterable[Id] = (),
-        until_id: Id | None = None,
-    ) -> LangflowSessionStore:
-        return LangflowSessionStore(
-            flow_id=flow_id,
-            user_id=user_id,
-            session_id=session_id,
-            context_id=context_id,
-            exclude_ids=exclude_ids,
-            until_id=until_id,
-        )
-
-    async def states(self, *, flow_id: Id, session_id: str, context_id: str | None = None) -> list[ScopedState]:
-        flow = await _resolved_flow(flow_id)
-        if flow is None or not session_id:
-            return []
-        return await _on_rows(lambda rows: rows.states(flow, session_id, context_id))
-
-    async def reset(self, *, flow_id: Id, session_id: str, context_id: str | None = None) -> int:
-        flow = await _resolved_flow(flow_id)
-        if flow is None or not session_id:
-            return 0
-        return await _on_rows(lambda rows: rows.purge(flow, session_ids=[session_id], context_id=context_id))
-
-    async def purge_sessions(self, *, flow_id: Id, session_ids: Collection[str], user_id: Id | None = None) -> int:
-        if not session_ids:
-            return 0
-        scope = await _resolved_flow_and_owner(flow_id, user_id)
-        if scope is None:
-            return 0
-        flow, owner = scope
-        return await _on_rows(lambda rows: rows.purge(flow, session_ids=list(session_ids), user_id=owner))
-
-    async def purge_flows(self, flow_ids: Collection[Id]) -> int:
-        flows = [flow for flow in [await _resolved_flow(flow_id) for flow_id in flow_ids] if flow is not None]
-        if not flows:
-            return 0
-        return await _on_rows(lambda rows: rows.purge_flows(flows))
-
-    async def purge_messages(self, message_ids: Collection[Id]) -> int:
-        ids = _stored_ids(message_ids)
-        if not ids or not await _ready():
-            return 0
-        from langflow.services.database.models.message.model import MessageTable
-
-        def purge(rows: StateRows) -> int:
-            plan = rows.plan_message_delete(col(MessageTable.id).in_(ids))
-            return rows.apply_message_delete(plan, deleted_ids=ids)
-
-        return await _on_rows(purge)
-
-    async def rename(self, renames: Iterable[Rename]) -> int:
-        renames = list(renames)
-        if not renames or not await _ready():
-            return 0
-        return await _on_rows(lambda rows: rows.apply_renames(renames))
-
-    async def count(self, *, flow_id: Id | None = None) -> int:
-        flow = None
-        if flow_id is not None:
-            flow = await _resolved_flow(flow_id)
-            if flow is None:
-                return 0
-        elif not await _ready():
-            return 0
-        return await _on_rows(lambda rows: rows.count(flow))
+async def session_summaries(*, flow_id: Id, session_id: str, context_id: str | None = None) -> list[SessionSummary]:
+    """The session's summaries, one per owner and context (only `context_id`'s when given), stale ones emptied."""
+    flow = await _resolved_flow(flow_id)
+    if flow is None or not session_id:
+        return []
+    return await _on_rows(lambda rows: rows.summaries(flow, session_id, context_id))
 
 
-class LangflowSessionStore:
-    """`SessionStore` for one scope on Langflow's database.
+async def reset_session(*, flow_id: Id, session_id: str, context_id: str | None = None) -> int:
+    """Delete the session's summaries (every context unless `context_id` is given); the rows deleted."""
+    flow = await _resolved_flow(flow_id)
+    if flow is None or not session_id:
+        return 0
+    return await _on_rows(lambda rows: rows.purge(flow, session_ids=[session_id], context_id=context_id))
 
-    `exclude_ids` holds the current turn's input: it is already stored when history is read, and the Agent
-    receives it as the input, so no read returns it, nor what concurrent runs stored after it.
+
+class DatabaseStore:
+    """The engine's `SessionStore` for one scope on Langflow's database.
+
+    Reads end before `before` (the current turn's input: it is stored when history is read, and the Agent receives
+    it as the input), leaving out what concurrent runs stored after it; or with `through`, included (what the fold
+    after the reply reads). At most one of the two.
     """
 
-    def __init__(
-        self,
-        *,
-        flow_id: Id | None,
-        user_id: Id | None,
-        session_id: str,
-        context_id: str | None = None,
-        exclude_ids: Iterable[Id] = (),
-        until_id: Id | None = None,
-    ) -> None:
-        self.flow_id = flow_id
-        self.user_id = user_id
-        self.session_id = session_id
-        self.context_id = context_id or None
-        self.exclude_ids = tuple(exclude_ids)
-        self.until_id = until_id
-        self._until = _as_uuid(until_id) if until_id is not None else None
+    def __init__(self, scope: Scope, *, before: Id | None = None, through: Id | None = None) -> None:
+        if before is not None and through is not None:
+            msg = "a store's reads end before one message or through one, not both"
+            raise ValueError(msg)
+        self._scope_value = scope
+        self._before = _as_uuid(before) if before is not None else None
+        self._through = _as_uuid(through) if through is not None else None
 
     @property
-    def key(self) -> tuple[str, ...]:
-        return (str(self.flow_id), str(self.user_id), self.session_id, self.context_id or NO_CONTEXT)
+    def scope(self) -> Scope:
+        return self._scope_value
 
-    async def load_state(self) -> MemoryState:
-        scope = await self._scope()
+    async def load(self) -> Summary:
+        scope = await self._resolved()
         if scope is None:
-            return MemoryState()
+            return Summary()
         from langflow.services.deps import session_scope
 
         async with session_scope() as session:
             return await session.run_sync(
-                lambda sync: StateRows(sync.connection()).load(scope, self.session_id, self.context_id)
+                lambda sync: StateRows(sync.connection()).load(scope, self.scope.session_id, self.scope.context_id)
             )
 
-    async def load_turn(self, limit: int) -> tuple[MemoryState, list[StoredMessage]]:
-        scope = await self._scope()
+    async def load_turn(self, limit: int) -> tuple[Summary, list[StoredMessage]]:
+        scope = await self._resolved()
         if scope is None:
-            return MemoryState(), []
+            return Summary(), []
         if limit <= 0:
-            return await self.load_state(), []
+            return await self.load(), []
         from langflow.services.deps import session_scope
 
-        excluded = _stored_ids(self.exclude_ids)
+        context_id = self.scope.context_id
         params: dict[str, Any] = {
             "flow_id": scope[0],
             "user_id": scope[1],
-            "session_id": self.session_id,
-            "state_context_id": self.context_id or NO_CONTEXT,
+            "session_id": self.scope.session_id,
+            "state_context_id": context_id or NO_CONTEXT,
             "limit": limit,
         }
-        if self.context_id:
-            params["context_id"] = self.context_id
-        params.update({f"excluded_{i}": uid for i, uid in enumerate(excluded)})
-        if self._until is not None:
-            params["until_id"] = self._until
+        if context_id:
+            params["context_id"] = context_id
+        if self._before is not None:
+            params["before_id"] = self._before
+        if self._through is not None:
+            params["through_id"] = self._through
         stmt = _turn_statement(
-            with_context=bool(self.context_id), excluded=len(excluded), until=self._until is not None
+            with_context=bool(context_id), before=self._before is not None, through=self._through is not None
         )
         async with session_scope() as session:
             found = (await session.exec(stmt, params=params)).all()
         if not found:
-            # No unfolded message to read: the state alone, by its own (stale-checking) read.
-            return await self.load_state(), []
+            # No unfolded message to read: the summary alone, by its own (stale-checking) read.
+            return await self.load(), []
         first = found[0]
         if first.state_id is None:
-            state = MemoryState()
+            summary = Summary()
         elif first.state_cursor_message_id is not None and first.cursor_id is None:
-            # The cursor's message is gone: the state is stale, and the read above started at the session's start.
-            state = _to_memory_state(first, _STATE_PREFIX).emptied()
+            # The cursor's message is gone: the summary is stale, and the read above started at the session's start.
+            summary = _to_summary(first, _STATE_PREFIX).emptied()
         else:
-            state = _to_memory_state(first, _STATE_PREFIX)
+            summary = _to_summary(first, _STATE_PREFIX)
             if first.cursor_id is not None:
                 # The cursor as the read used it: its message's timestamp, so the fold's later reads agree.
-                state.cursor = Cursor(as_utc(first.cursor_timestamp), str(first.cursor_id))
-        return state, [_to_stored_message(row[0]) for row in reversed(found)]
+                summary = replace(summary, cursor=Cursor(as_utc(first.cursor_timestamp), str(first.cursor_id)))
+        return summary, [_to_stored_message(row[0]) for row in reversed(found)]
 
-    async def save_state(self, state: MemoryState, expected_version: int) -> bool:
-        if expected_version < 0:
-            msg = f"expected_version must be 0 (insert) or a stored version, got {expected_version}"
+    async def save(self, summary: Summary) -> Summary | None:
+        if summary.version < 0:
+            msg = f"a summary's version is 0 (nothing stored) or a stored version, got {summary.version}"
             raise ValueError(msg)
-        scope = await self._scope()
+        scope = await self._resolved()
         if scope is None:
-            return False
+            return None
         from langflow.services.deps import session_scope
 
         now = utcnow()
         async with session_scope() as session:
             saved_row = await session.run_sync(
                 lambda sync: StateRows(sync.connection()).save(
-                    scope, self.session_id, self.context_id, state, expected_version, now
+                    scope, self.scope.session_id, self.scope.context_id, summary, now
                 )
             )
         if saved_row is None:
-            return False
-        state.row_id = str(saved_row)
-        state.version = expected_version + 1
-        state.updated_at = now
-        return True
+            return None
+        return replace(summary, row_id=str(saved_row), version=summary.version + 1, updated_at=now)
 
-    async def recent(self, limit: int, after: Cursor | None = None) -> list[StoredMessage]:
-        scope = await self._scope()
+    async def messages(
+        self, *, limit: int, after: Cursor | None = None, before: Cursor | None = None, newest: bool = False
+    ) -> list[StoredMessage]:
+        scope = await self._resolved()
         if scope is None or limit <= 0:
             return []
         filters = self._message_filters(scope)
         if after is not None:
             filters.append(_after(after))
-        stmt = select(_message_class()).where(*filters).order_by(*_message_order(ascending=False)).limit(limit)
-        return list(reversed(await _read_messages(stmt)))
+        if before is not None:
+            filters.append(_before(before))
+        order = _message_order(ascending=not newest)
+        found = await _read_messages(select(_message_class()).where(*filters).order_by(*order).limit(limit))
+        return list(reversed(found)) if newest else found
 
-    async def after(self, cursor: Cursor | None, limit: int) -> list[StoredMessage]:
-        scope = await self._scope()
-        if scope is None or limit <= 0:
-            return []
-        filters = self._message_filters(scope)
-        if cursor is not None:
-            filters.append(_after(cursor))
-        stmt = select(_message_class()).where(*filters).order_by(*_message_order(ascending=True)).limit(limit)
-        return await _read_messages(stmt)
-
-    async def count_after(self, cursor: Cursor | None, before: Cursor) -> int:
-        scope = await self._scope()
+    async def count(self, *, after: Cursor | None = None, before: Cursor | None = None) -> int:
+        scope = await self._resolved()
         if scope is None:
             return 0
         from langflow.services.deps import session_scope
 
         filters = self._message_filters(scope)
-        if cursor is not None:
-            filters.append(_after(cursor))
-        filters.append(_before(before))
+        if after is not None:
+            filters.append(_after(after))
+        if before is not None:
+            filters.append(_before(before))
         async with session_scope() as session:
             stmt = select(func.count()).select_from(_message_class()).where(*filters)
             return int((await session.exec(stmt)).one())
 
     @asynccontextmanager
     async def fold_lock(self) -> AsyncIterator[bool]:
-        async with _FOLD_LOCKS.hold(self.key) as held:
-            scope = await self._scope() if held else None
+        key = self.scope.key
+        async with _FOLD_LOCKS.hold(key) as held:
+            scope = await self._resolved() if held else None
             if scope is None:
                 yield False
                 return
@@ -351,45 +302,45 @@ class LangflowSessionStore:
                 return
             async with session_scope() as session:
                 # Held until this transaction ends, however the fold ends: no unlock to forget.
-                statement = select(func.pg_try_advisory_xact_lock(_advisory_key(self.key)))
+                statement = select(func.pg_try_advisory_xact_lock(_advisory_key(key)))
                 yield bool((await session.exec(statement)).one())
 
-    async def _scope(self) -> _Scope | None:
-        if not self.session_id:
+    async def _resolved(self) -> _Scope | None:
+        if not self.scope.session_id:
             return None
-        return await _resolved_flow_and_owner(self.flow_id, self.user_id, owner_required=True)
+        return await _resolved_flow_and_owner(self.scope.flow_id, self.scope.user_id, owner_required=True)
 
     def _message_filters(self, scope: _Scope) -> list[ColumnElement[bool]]:
-        return _message_terms(scope, self.session_id, self.context_id, _stored_ids(self.exclude_ids), self._until)
+        return _message_terms(scope, self.scope.session_id, self.scope.context_id, self._before, self._through)
 
 
 class StateRows:
-    """The state table on one synchronous connection, inside a transaction its caller runs.
+    """The summary table on one synchronous connection, inside a transaction its caller runs.
 
-    `LangflowStore` and `LangflowSessionStore` run these in their own transaction; the listeners of `lifecycle` run
-    them in the transaction of the Langflow statement they follow.
+    `DatabaseStore` and the session-wide functions run these in a transaction of their own; the listeners of
+    `wiring.lifecycle` run them in the transaction of the Langflow statement they follow.
     """
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
 
     def exists(self) -> bool:
-        """The table is created on first use; before that there is no state to keep in step."""
+        """The table is created on first use; before that there is no summary to keep in step."""
         return sa_inspect(self.connection).has_table(TABLE_NAME)
 
-    def load(self, scope: _Scope, session_id: str, context_id: str | None) -> MemoryState:
-        """One scope's state, emptied when stale; a fresh state without a row."""
+    def load(self, scope: _Scope, session_id: str, context_id: str | None) -> Summary:
+        """One scope's summary, emptied when stale; `Summary()` without a row."""
         here = _state_where(
             flow_id=scope[0], user_id=scope[1], session_id=session_id, context_id=context_id or NO_CONTEXT
         )
         stmt = sa_select(_TABLE, _is_current().label("is_current")).where(*here)
         found = self.connection.execute(stmt).first()
         if found is None:
-            return MemoryState()
-        state = _to_memory_state(found)
-        return state if found.is_current else state.emptied()
+            return Summary()
+        summary = _to_summary(found)
+        return summary if found.is_current else summary.emptied()
 
-    def states(self, flow_id: UUID, session_id: str, context_id: str | None) -> list[ScopedState]:
+    def summaries(self, flow_id: UUID, session_id: str, context_id: str | None) -> list[SessionSummary]:
         stmt = (
             sa_select(_TABLE, _is_current().label("is_current"))
             .where(*_state_where(flow_id=flow_id, session_id=session_id, context_id=_context_or_any(context_id)))
@@ -397,8 +348,8 @@ class StateRows:
         )
         found = []
         for row in self.connection.execute(stmt):
-            state = _to_memory_state(row)
-            found.append(ScopedState(row.user_id, row.context_id, state if row.is_current else state.emptied()))
+            summary = _to_summary(row)
+            found.append(SessionSummary(row.user_id, row.context_id, summary if row.is_current else summary.emptied()))
         return found
 
     def save(
@@ -406,20 +357,21 @@ class StateRows:
         scope: _Scope,
         session_id: str,
         context_id: str | None,
-        state: MemoryState,
-        expected_version: int,
+        summary: Summary,
         now: datetime,
     ) -> UUID | None:
-        """Insert or compare-and-swap one scope's row; the row's id when saved, None when refused."""
+        """Insert (version 0) or compare-and-swap (against `summary.version`) one scope's row; the row's id when
+        saved, None when refused."""
+        expected_version = summary.version
         messages = _message_table()
         in_session = and_(
             messages.c.flow_id == scope[0], messages.c.user_id == scope[1], messages.c.session_id == session_id
         )
-        if state.cursor is not None:
-            in_session = and_(in_session, messages.c.id == UUID(state.cursor.message_id))
+        if summary.cursor is not None:
+            in_session = and_(in_session, messages.c.id == UUID(summary.cursor.message_id))
         # A deleted session (or cursor message) gets no row back, even from a fold that read it before the delete.
         still_there = exists().where(in_session)
-        values = _state_values(state, updated_at=now)
+        values = _summary_values(summary, updated_at=now)
         if expected_version == 0:
             row_id = uuid4()
             row = {
@@ -443,9 +395,9 @@ class StateRows:
             # apart: under SQLAlchemy's psycopg dialect an INSERT's rowcount is -1.
             insert = insert.on_conflict_do_nothing(index_elements=list(SCOPE_COLUMNS)).returning(_TABLE.c.id)
             return row_id if self.connection.execute(insert).first() is not None else None
-        if state.row_id is None:
+        if summary.row_id is None:
             return None
-        row_id = UUID(state.row_id)
+        row_id = UUID(summary.row_id)
         stmt = (
             update(_TABLE)
             .where(
@@ -568,13 +520,6 @@ async def _on_rows(action: Any) -> Any:
         return await session.run_sync(lambda sync: action(StateRows(sync.connection())))
 
 
-async def _ready() -> bool:
-    if not session_memory_supported():
-        return False
-    await ensure_migrated()
-    return True
-
-
 async def _resolved_flow(flow_id: Id | None) -> UUID | None:
     scope = await _resolved_flow_and_owner(flow_id, None)
     return None if scope is None else scope[0]
@@ -587,7 +532,7 @@ async def _resolved_flow_and_owner(
 
     The owner is None (every owner) only when none was asked for and none is required.
     """
-    if not session_memory_supported():
+    if not database_available():
         return None
     from langflow.memory import _message_scope
 
@@ -658,23 +603,23 @@ def _insert_statement(dialect: str) -> Any:
     raise UnsupportedDatabaseError(msg)
 
 
-def _state_values(state: MemoryState, *, updated_at: datetime) -> dict[str, Any]:
-    cursor = state.cursor
+def _summary_values(summary: Summary, *, updated_at: datetime) -> dict[str, Any]:
+    cursor = summary.cursor
     return {
-        "summary": state.summary,
-        "pinned": dict(state.pinned),
+        "summary": summary.text,
+        "pinned": dict(summary.pinned),
         "cursor_message_id": None if cursor is None else UUID(cursor.message_id),
         "cursor_timestamp": None if cursor is None else _naive_utc(cursor.timestamp),
-        "folded_count": state.folded_count,
-        "summary_model": state.summary_model,
-        "failed_folds": state.failed_folds,
-        "retry_after": None if state.retry_after is None else as_utc(state.retry_after),
+        "folded_count": summary.folded_count,
+        "summary_model": summary.summary_model,
+        "failed_folds": summary.failed_folds,
+        "retry_after": None if summary.retry_after is None else as_utc(summary.retry_after),
         "updated_at": updated_at,
     }
 
 
-def _to_memory_state(row: Any, prefix: str = "") -> MemoryState:
-    """The state of a result row naming the state's columns by key, or `prefix` + key."""
+def _to_summary(row: Any, prefix: str = "") -> Summary:
+    """The summary of a result row naming the table's columns by key, or `prefix` + key."""
 
     def value(name: str) -> Any:
         return getattr(row, prefix + name)
@@ -684,8 +629,8 @@ def _to_memory_state(row: Any, prefix: str = "") -> MemoryState:
     if cursor_id is not None and cursor_at is not None:
         cursor = Cursor(as_utc(cursor_at), str(cursor_id))
     retry_after = value("retry_after")
-    return MemoryState(
-        summary=value("summary"),
+    return Summary(
+        text=value("summary"),
         pinned=dict(value("pinned") or {}),
         cursor=cursor,
         folded_count=value("folded_count"),
@@ -737,7 +682,7 @@ _TURN_STATE_COLUMNS = tuple(
 
 
 @cache
-def _turn_statement(*, with_context: bool, excluded: int, until: bool = False) -> Any:
+def _turn_statement(*, with_context: bool, before: bool, through: bool) -> Any:
     """`load_turn`'s statement, built once per shape; the scope, input ids and limit are bound when it runs.
 
     The newest `:limit` messages after the state's cursor (all when there is none), newest first. Each row
@@ -777,9 +722,9 @@ def _turn_statement(*, with_context: bool, excluded: int, until: bool = False) -
     lower = func.coalesce(cursor_timestamp, _EARLIEST)
     context: Any = bindparam("context_id") if with_context else None
     id_type = sa_inspect(MessageTable).columns["id"].type
-    input_ids = [bindparam(f"excluded_{i}", type_=id_type) for i in range(excluded)]
-    until_id = bindparam("until_id", type_=id_type) if until else None
-    filters = _message_terms(scope, session_id, context, input_ids, until_id)
+    before_id = bindparam("before_id", type_=id_type) if before else None
+    through_id = bindparam("through_id", type_=id_type) if through else None
+    filters = _message_terms(scope, session_id, context, before_id, through_id)
     filters += [
         col(MessageTable.timestamp) >= lower,
         or_(col(MessageTable.timestamp) > lower, col(MessageTable.id) > cursor_id),
@@ -799,10 +744,10 @@ def _turn_statement(*, with_context: bool, excluded: int, until: bool = False) -
 
 
 def _message_terms(
-    scope: tuple[Any, Any], session_id: Any, context_id: Any, excluded: Sequence[Any], until: Any = None
+    scope: tuple[Any, Any], session_id: Any, context_id: Any, before: Any = None, through: Any = None
 ) -> list[ColumnElement[bool]]:
-    """The session's readable messages without `excluded` and what was stored after it, and up to `until` included
-    when given; values or bind parameters."""
+    """The session's readable messages, before `before` (left out with what was stored after it) or through
+    `through` (included) when given; values or bind parameters."""
     from langflow.services.database.models.message.model import MessageTable
 
     filters = [
@@ -815,13 +760,13 @@ def _message_terms(
     ]
     if context_id is not None:
         filters.append(col(MessageTable.context_id) == context_id)
-    if excluded:
-        filters.append(col(MessageTable.id).not_in(excluded))
+    if before is not None:
+        filters.append(col(MessageTable.id) != before)
         # What a concurrent run stored after the current input is not read either: a fold that read it could move
         # the cursor past the input, which this run never sees, and the input would count as folded unsummarized.
-        filters.extend(_stored_before(uid) for uid in excluded)
-    if until is not None:
-        filters.append(_stored_before(until, inclusive=True))
+        filters.append(_stored_before(before))
+    if through is not None:
+        filters.append(_stored_before(through, inclusive=True))
     return filters
 
 
@@ -910,11 +855,6 @@ async def as_chat_message(message: StoredMessage) -> Message:
     return await Message.create(**message.payload.model_dump())
 
 
-def _stored_ids(ids: Iterable[Id]) -> list[UUID]:
-    """The ids that can name a stored message; anything else names nothing to exclude."""
-    return [uid for uid in map(_as_uuid, ids) if uid is not None]
-
-
 def _as_uuid(value: Id) -> UUID | None:
     if isinstance(value, UUID):
         return value
@@ -925,7 +865,7 @@ def _as_uuid(value: Id) -> UUID | None:
 
 
 def in_session(key: tuple[str, ...], *, flow_id: UUID, session_id: str, context_id: str | None = None) -> bool:
-    """True when a `LangflowSessionStore.key` belongs to the session (and context, when given)."""
+    """True when a `Scope.key` belongs to the session (and context, when given)."""
     flow, _, session, context = key
     if session != session_id or (context_id is not None and context != (context_id or NO_CONTEXT)):
         return False

@@ -1,0 +1,201 @@
+"""The fold settings: each default written once, each check made once, in `FoldSettings`.
+
+`settings_from()` turns the values of a component's inputs (or of the flow's saved template, while they are edited)
+into `FoldSettings`. Every refusal names the field as the UI shows it (`FIELD_NAMES`) and says what to change.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langflow_summarizing_agent.engine.prompt import summary_message_reserve
+
+DEFAULT_N_MESSAGES = 100
+"""Langflow's own default of Number of Chat History Messages."""
+DEFAULT_FOLD_BATCH = 8
+"""Unfolded messages older than the window that trigger a fold. At 8, a chat folds once every 4 exchanges, and the
+messages waiting for that fold (0 to 6, sent word for word) add about 3 messages per call on average."""
+DEFAULT_SUMMARY_WORDS = 300
+DEFAULT_HISTORY_TOKEN_BUDGET = 7_000
+"""Tokens of history (summary message included) per model call; 0 turns the budget off. Sized for the ready flow:
+the summary (~450 tokens at 300 words) + a window of 9 messages + the 6 messages waiting for a fold, at ~300 tokens
+each, stay under the fold trigger (80%), so the window never shrinks and folds run by batch, not by budget."""
+DEFAULT_BUDGET_TRIGGER_SHARE = 0.8
+"""Share of the budget that, once passed by the summary and the unfolded history, folds early (LibreChat's
+compaction threshold)."""
+DEFAULT_MAX_FOLDS_PER_TURN = 3
+"""Catch-up bound: summary calls one turn may make."""
+DEFAULT_SUMMARY_TIMEOUT_SECONDS = 60.0
+MAX_FOLD_MESSAGES = 60
+"""Messages sent to the summary model in one call."""
+MAX_MESSAGE_CHARS = 4_000
+"""Each message is cut to this many characters in a fold."""
+MIN_CUT_TOKENS = 100
+"""A message cut to fewer tokens than this is not worth sending, except as part of the newest exchange."""
+MAX_PINNED_KEYS = 20
+PINNED_KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
+
+FIELD_NAMES = {
+    "n_messages": "Number of Chat History Messages",
+    "summarize_older_messages": "Summarize Older Messages",
+    "pinned_keys": "Pinned Keys",
+    "summary_model": "Summary Model",
+    "fold_batch": "Fold Batch",
+    "summary_words": "Summary Word Budget",
+    "history_token_budget": "History Token Budget",
+    "max_folds_per_turn": "Max Folds per Turn",
+    "summary_timeout": "Summary Timeout (s)",
+}
+"""Each input's name as the UI shows it; refusals use these."""
+WHOLE_NUMBER_FIELDS = ("n_messages", "fold_batch", "summary_words", "history_token_budget", "max_folds_per_turn")
+CHECKED_FIELDS = (*WHOLE_NUMBER_FIELDS, "summary_timeout")
+"""Numeric settings checked when edited in the UI."""
+
+
+@dataclass(frozen=True)
+class FoldSettings:
+    n_messages: int = DEFAULT_N_MESSAGES
+    pinned_keys: tuple[str, ...] = ()
+    fold_batch: int = DEFAULT_FOLD_BATCH
+    summary_words: int = DEFAULT_SUMMARY_WORDS
+    history_token_budget: int = DEFAULT_HISTORY_TOKEN_BUDGET
+    budget_trigger_share: float = DEFAULT_BUDGET_TRIGGER_SHARE
+    max_folds_per_turn: int = DEFAULT_MAX_FOLDS_PER_TURN
+    max_fold_messages: int = MAX_FOLD_MESSAGES
+    max_message_chars: int = MAX_MESSAGE_CHARS
+    summary_model: str | None = None
+    summary_timeout: float = DEFAULT_SUMMARY_TIMEOUT_SECONDS
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.n_messages < 1:
+            problems.append(f"{FIELD_NAMES['n_messages']} must be at least 1 (0 turns memory off).")
+        if self.fold_batch < 1:
+            problems.append(f"{FIELD_NAMES['fold_batch']} must be at least 1 message.")
+        if self.summary_words < 20:
+            problems.append(f"{FIELD_NAMES['summary_words']} must be at least 20 words.")
+        if self.history_token_budget < 0:
+            problems.append(f"{FIELD_NAMES['history_token_budget']} must be 0 (off) or a positive number of tokens.")
+        if 0 < self.history_token_budget < 200:
+            problems.append(f"{FIELD_NAMES['history_token_budget']} must be 0 (off) or at least 200 tokens.")
+        if not 0 < self.budget_trigger_share <= 1:
+            problems.append("The budget trigger share must be above 0 and at most 1.")
+        if self.max_folds_per_turn < 1:
+            problems.append(f"{FIELD_NAMES['max_folds_per_turn']} must be at least 1.")
+        if self.summary_timeout <= 0 or not math.isfinite(self.summary_timeout):
+            problems.append(
+                f"{FIELD_NAMES['summary_timeout']} must be a positive number of seconds; "
+                f"0 uses the default ({DEFAULT_SUMMARY_TIMEOUT_SECONDS:g})."
+            )
+        if not problems and 0 < self.history_token_budget < self.summary_reserve + self.newest_exchange_tokens:
+            needed = self.summary_reserve + self.newest_exchange_tokens
+            problems.append(
+                f"{FIELD_NAMES['history_token_budget']} ({self.history_token_budget} tokens) cannot hold the summary "
+                f"message (up to ~{self.summary_reserve} tokens for a {FIELD_NAMES['summary_words']} of "
+                f"{self.summary_words} words and {len(self.pinned_keys)} pinned values) and the newest exchange. "
+                f"Raise {FIELD_NAMES['history_token_budget']} to at least {needed}, or lower "
+                f"{FIELD_NAMES['summary_words']} or the number of {FIELD_NAMES['pinned_keys']}."
+            )
+        if problems:
+            raise ValueError(" ".join(problems))
+
+    @property
+    def window(self) -> int:
+        """Messages the stock Agent at the same `n_messages` sends: its read includes the current input."""
+        return self.n_messages - 1
+
+    @property
+    def read_limit(self) -> int:
+        """Messages one turn reads: the window, up to two batches waiting for a fold, and one more to see past."""
+        return self.n_messages + 2 * self.fold_batch
+
+    @property
+    def catch_up_bound(self) -> int:
+        """Most messages one turn folds."""
+        return self.max_folds_per_turn * self.max_fold_messages
+
+    @property
+    def summary_reserve(self) -> int:
+        """Most tokens the summary message takes."""
+        return summary_message_reserve(self.pinned_keys, self.summary_words)
+
+    @property
+    def newest_exchange_tokens(self) -> int:
+        """Room the newest exchange always keeps in the budget: two messages, cut if they must be."""
+        return 2 * MIN_CUT_TOKENS if self.window else 0
+
+
+def settings_from(values: Mapping[str, Any], *, summary_model: str | None = None) -> FoldSettings | None:
+    """`FoldSettings` from input values by input name (a missing or empty value takes its default); None when
+    Number of Chat History Messages is 0, which turns memory off. Raises ValueError naming the field to change."""
+    numbers = {name: whole_number(values.get(name), name) for name in WHOLE_NUMBER_FIELDS}
+    n_messages = DEFAULT_N_MESSAGES if numbers["n_messages"] is None else numbers["n_messages"]
+    if n_messages < 0:
+        msg = f"{FIELD_NAMES['n_messages']} must be 0 (no memory) or more, got {n_messages}."
+        raise ValueError(msg)
+    given = {name: number for name, number in numbers.items() if number is not None and name != "n_messages"}
+    settings = FoldSettings(
+        n_messages=max(n_messages, 1),
+        pinned_keys=pinned_keys_from(values.get("pinned_keys")),
+        summary_timeout=summary_timeout_from(values.get("summary_timeout")),
+        summary_model=summary_model,
+        **given,
+    )
+    return settings if n_messages else None
+
+
+def whole_number(value: Any, name: str) -> int | None:
+    """A whole-number input's value; None when it is empty."""
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        msg = f"{FIELD_NAMES[name]} must be a whole number, got {value!r}."
+        raise ValueError(msg) from None
+
+
+def summary_timeout_from(value: Any) -> float:
+    """Summary Timeout (s) from its input; 0 or empty is the default."""
+    try:
+        timeout = float(value) if value not in (None, "") else 0.0
+    except (TypeError, ValueError):
+        msg = f"{FIELD_NAMES['summary_timeout']} must be a number of seconds, got {value!r}."
+        raise ValueError(msg) from None
+    if timeout < 0 or not math.isfinite(timeout):
+        msg = (
+            f"{FIELD_NAMES['summary_timeout']} must be a positive number of seconds; "
+            f"0 uses the default ({DEFAULT_SUMMARY_TIMEOUT_SECONDS:g})."
+        )
+        raise ValueError(msg)
+    return timeout or DEFAULT_SUMMARY_TIMEOUT_SECONDS
+
+
+def pinned_keys_from(raw: Any) -> tuple[str, ...]:
+    """Pinned key names from the input: blanks dropped, duplicates merged, anything else refused clearly."""
+    if raw is None or raw == "":
+        return ()
+    items = [raw] if isinstance(raw, str) else list(raw)
+    keys: list[str] = []
+    for item in items:
+        key = str(getattr(item, "text", item)).strip()
+        if not key or key in keys:
+            continue
+        if not PINNED_KEY_PATTERN.match(key):
+            msg = (
+                f"{FIELD_NAMES['pinned_keys']}: {key[:80]!r} is not usable as a key. Use a short name of letters, "
+                "digits, '_', '.' or '-' that starts with a letter or '_', for example project_id."
+            )
+            raise ValueError(msg)
+        keys.append(key)
+    if len(keys) > MAX_PINNED_KEYS:
+        msg = (
+            f"{FIELD_NAMES['pinned_keys']}: {len(keys)} keys given; keep at most {MAX_PINNED_KEYS} so the summary "
+            "stays small."
+        )
+        raise ValueError(msg)
+    return tuple(keys)

@@ -1,0 +1,104 @@
+"""The model that folds: the Summary Model input when connected, else the Agent's own model, with streaming off.
+
+`summarizer_for()` wraps it as the engine's `Summarizer`: built on its first call (a turn that does not fold never
+builds one), called with no callbacks (fold tokens never reach the Playground stream or the agent's trace) and
+abandoned after Summary Timeout (s). A build error (no API key, say) is a failed fold with back-off, never a failed
+turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from langflow_summarizing_agent.engine.fold import Summarizer
+
+
+def build_summary_model(component: Any) -> Any:
+    """The Summary Model input if connected, else the Agent's own model, built without streaming.
+
+    Built as `AgentComponent.get_agent_requirements()` builds the Agent's model (`_resolve_selected_model`, then
+    `_get_llm`'s `get_llm` call: provider policy, API key from the flow or the user's global variable, Max Tokens,
+    watsonx settings, remediation overrides); only `stream` differs, as fold tokens must not stream.
+    """
+    connected = getattr(component, "summary_model", None)
+    if connected:
+        return connected
+    from lfx.base.models.unified_models import get_llm
+
+    return get_llm(
+        model=component._resolve_selected_model(),
+        user_id=component.user_id,
+        api_key=getattr(component, "api_key", None),
+        stream=False,
+        max_tokens=component._get_max_tokens_value(),
+        watsonx_url=getattr(component, "base_url_ibm_watsonx", None),
+        watsonx_project_id=getattr(component, "project_id", None),
+        overrides=getattr(component, "_model_overrides", None),
+    )
+
+
+def summary_model_name(component: Any) -> str | None:
+    """The summary model's name for the stored summary, read off the inputs: nothing is built for it."""
+    connected = getattr(component, "summary_model", None)
+    if connected:
+        return model_name_of(connected)
+    model = getattr(component, "model", None)
+    if isinstance(model, list):
+        selected = model[0] if model else None
+        name = selected.get("name") if isinstance(selected, dict) else None
+        return name if isinstance(name, str) and name else None
+    # A string here is no model (nothing selected, or "connect_other_models" with nothing connected).
+    if model is None or isinstance(model, str):
+        return None
+    return model_name_of(model)
+
+
+def model_name_of(llm: Any) -> str | None:
+    for attribute in ("model_name", "model", "model_id"):
+        value = getattr(llm, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(llm).__name__ if llm is not None else None
+
+
+def summarizer_for(build_model: Callable[[], Any], timeout_seconds: float) -> Summarizer:
+    """A summarizer that builds its model on its first call."""
+    llm: Any = None
+
+    async def summarize(prompt: list[BaseMessage]) -> str:
+        nonlocal llm
+        if llm is None:
+            try:
+                llm = build_model()
+            except Exception as exc:
+                msg = (
+                    f"the summary model could not be built ({exc}); connect a Summary Model or fix the "
+                    "Language Model's settings"
+                )
+                raise RuntimeError(msg) from exc
+        try:
+            response = await asyncio.wait_for(
+                llm.ainvoke(prompt, config={"callbacks": [], "run_name": "summarizing_agent_fold"}),
+                timeout=timeout_seconds,
+            )
+        except asyncio.TimeoutError:
+            msg = f"no answer within {timeout_seconds:g} s; raise Summary Timeout if the summary model is this slow"
+            raise TimeoutError(msg) from None
+        return _text_of(response)
+
+    return summarize
+
+
+def _text_of(response: Any) -> str:
+    content = getattr(response, "content", response)
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "") if isinstance(part, dict) else str(part) for part in content if part is not None
+        )
+    return str(content or "")
