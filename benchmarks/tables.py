@@ -34,7 +34,8 @@ def table(header: list[str], rows: list[list[str]], align: str) -> list[str]:
 
 
 def caption(report: dict[str, Any], name: str) -> str:
-    return f"From `benchmarks/results/{name}.json`: `{report['command']}` at commit `{report.get('commit', 'unknown')}`."
+    at = report.get("commit", "unknown")
+    return f"From `benchmarks/results/{name}.json`: `{report['command']}` at commit `{at}`."
 
 
 def share(part: float, whole: float) -> str:
@@ -101,7 +102,8 @@ def runs_tables(report: dict[str, Any]) -> list[str]:
         ("scenarios", SCENARIOS),
     ):
         header = [title, *(runs[key]["label"] for key in keys)]
-        lines += [*table(header, [[name, *(show(runs[key]) for key in keys)] for name, show in rows], "l" + "r" * len(keys)), ""]
+        cells = [[name, *(show(runs[key]) for key in keys)] for name, show in rows]
+        lines += [*table(header, cells, "l" + "r" * len(keys)), ""]
     return lines
 
 
@@ -154,7 +156,8 @@ def support_session(report: dict[str, Any], name: str) -> list[str]:
         lines += ["Tokens, summary calls and fidelity: the same as on SQLite, call for call.", ""]
     else:
         lines += runs_tables(report)
-    lines += ["Memory path (`get_memory_data()` on a turn that does not fold, median times):", "", *memory_table(report)]
+    lines += ["Memory path (`get_memory_data()` on a turn that does not fold, median times):", ""]
+    lines += memory_table(report)
     return [*lines, "Targets:", "", *targets_table(report["targets"], "target", "shown", "pass")]
 
 
