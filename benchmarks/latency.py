@@ -34,6 +34,7 @@ from pydantic import Field
 from benchmarks.fidelity import message_numbers
 from benchmarks.memory_path import measure_memory_path
 from benchmarks.model import BenchmarkChatModel, TurnPlan, is_fold_prompt
+from benchmarks.revision import commit
 from benchmarks.script import Exchange, support_session
 from benchmarks.services import BACKENDS, database_backend, langflow_services
 from benchmarks.support_session import Run, RunResult, _exchange, _unexpected
@@ -250,6 +251,7 @@ async def amain(argv: list[str] | None = None, *, services_running: bool = False
 
 
 async def _benchmark(args: argparse.Namespace, backend: str, argv: list[str] | None) -> dict[str, Any]:
+    ran_at = commit()
     session = support_session(args.exchanges)
     budget = DEFAULT_HISTORY_TOKEN_BUDGET
     runs = {run.run.key: run_report(await replay_timed(run, session, args), budget) for run in RUNS}
@@ -258,6 +260,7 @@ async def _benchmark(args: argparse.Namespace, backend: str, argv: list[str] | N
     fixed_ms = max(cost.summarizing_ms - cost.stock_ms, 0.0)
     report: dict[str, Any] = {
         "command": " ".join(["python -m benchmarks.latency", *(sys.argv[1:] if argv is None else argv)]),
+        "commit": ran_at,
         "backend": backend,
         "exchanges": len(session),
         "summary_seconds": args.summary_seconds,

@@ -29,6 +29,7 @@ from typing import Any
 from benchmarks.fidelity import fidelity, message_numbers
 from benchmarks.memory_path import PathCost, StateCost, measure_memory_path, measure_state_io
 from benchmarks.model import BenchmarkChatModel, BenchmarkModelComponent, ModelCall, TurnPlan
+from benchmarks.revision import commit
 from benchmarks.script import (
     LONG_MESSAGE_TOKENS,
     Exchange,
@@ -557,6 +558,7 @@ async def amain(argv: list[str] | None = None, *, services_running: bool = False
 
 async def _benchmark(args: argparse.Namespace, backend: str, argv: list[str] | None) -> dict[str, Any]:
     started = time.perf_counter()
+    ran_at = commit()
     budget = DEFAULT_HISTORY_TOKEN_BUDGET
     scripted = sessions(args.exchanges)
     runs = {run.key: (await replay(run, scripted[run.session])).metrics(budget) for run in RUNS}
@@ -572,6 +574,7 @@ async def _benchmark(args: argparse.Namespace, backend: str, argv: list[str] | N
     session = scripted[DEFAULT]
     report: dict[str, Any] = {
         "command": command,
+        "commit": ran_at,
         "backend": backend,
         "exchanges": len(session),
         "pasted_log_exchange": log_exchange(args.exchanges),

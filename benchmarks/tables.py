@@ -1,0 +1,216 @@
+"""The tables of docs/benchmarks.md, written from the results the benchmarks saved.
+
+    python -m benchmarks.tables [--check]
+
+Each block between `<!-- tables:NAME -->` and `<!-- /tables:NAME -->` is rewritten from `benchmarks/results/NAME.json`
+(`support_session_<backend>` or `latency_<backend>`), with a caption naming the command and the commit the numbers come
+from. With `--check`, nothing is written and the exit status is 1 when the page differs from what the results give.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "benchmarks.md"
+RESULTS = ROOT / "benchmarks" / "results"
+BLOCK = re.compile(r"<!-- tables:(?P<name>[\w-]+) -->\n.*?<!-- /tables:(?P=name) -->", re.DOTALL)
+MAIN_RUNS = ("stock_100", "stock_10", "summarizing_10", "summarizing_10_failing")
+SCENARIOS = ("summarizing_10_switched", "summarizing_10_long", "summarizing_10_compact")
+SAME_ON_EVERY_BACKEND = MAIN_RUNS + SCENARIOS
+"""Runs whose tokens and fidelity do not depend on the database: shown once, from SQLite, when they agree."""
+NONE = "–"
+
+
+def table(header: list[str], rows: list[list[str]], align: str) -> list[str]:
+    """A markdown table; `align` holds "l" or "r" per column."""
+    rule = ["---" if a == "l" else "---:" for a in align]
+    return ["| " + " | ".join(cells) + " |" for cells in (header, rule, *rows)]
+
+
+def caption(report: dict[str, Any], name: str) -> str:
+    at = report.get("commit", "unknown")
+    return f"From `benchmarks/results/{name}.json`: `{report['command']}` at commit `{at}`."
+
+
+def share(part: float, whole: float) -> str:
+    return f"{part / whole:.1%}"
+
+
+def support_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The rows of the runs tables: a name and how a run's metrics show in it."""
+    stock = report["runs"]["stock_100"]
+    budget = report["history_token_budget"]
+    last = "mean_agent_input_last_20_exchanges"
+
+    def summarizing(show: Any) -> Any:
+        return lambda m: show(m) if m["history_token_budget"] else NONE
+
+    def previous_missing(m: dict[str, Any]) -> str:
+        missing, cut = m["previous_exchange_missing_turns"], m["previous_exchange_over_budget_turns"]
+        notes = [f"exchange {t}" + (": alone over the budget, sent cut" if t in cut else "")
+                 for t in missing]
+        return f"{len(missing)}" + (f" ({'; '.join(notes)})" if notes else "")
+
+    def fewest(m: dict[str, Any]) -> str:
+        least = m["stock_window_verbatim_min_within_budget"]
+        over = len(m["turns_window_over_budget"])
+        return f"{NONE} ({over} turns over)" if least is None else f"{least} of {m['stock_window']}"
+
+    return [
+        ("total input tokens, summary calls included", lambda m: f"{m['total_input_tokens']:,}"),
+        (
+            "share of Agent n=100: total / mean input per agent call, last 20 exchanges",
+            lambda m: f"{share(m['total_input_tokens'], stock['total_input_tokens'])} / "
+            f"{share(m[last], stock[last])}",
+        ),
+        (
+            "summary calls, failed (their input tokens)",
+            summarizing(lambda m: f"{m['summary_calls']}, {m['failed_summary_calls']} ({m['summary_input_tokens']:,})"),
+        ),
+        ("summary calls per exchange", summarizing(lambda m: f"{m['summary_calls_per_exchange']:.3f}")),
+        ("mean input per agent call, last 20 exchanges", lambda m: f"{m[last]:,.0f}"),
+        (f"most history tokens in one call (budget {budget:,})", lambda m: f"{m['max_history_tokens']:,}"),
+        (
+            "messages sent whole per turn once the window filled, min / median",
+            lambda m: f"{m['verbatim_min']:g} / {m['verbatim_median']:g}",
+        ),
+        ("fewest of the stock window sent whole (turns whose window alone is over the budget left out)", fewest),
+        ("turns without the previous exchange sent whole", previous_missing),
+        (
+            "messages never reached again after leaving the window",
+            lambda m: f"{len(m['never_reached_again'])} of {m['left_window']}",
+        ),
+        ("first message's facts reach the model in the last exchange",
+         lambda m: "yes" if m["first_facts_in_last_exchange"] else "no"),
+        ("turns completed", lambda m: f"{m['turns_completed']}/{m['exchanges']}"),
+    ]
+
+
+def runs_tables(report: dict[str, Any]) -> list[str]:
+    runs = report["runs"]
+    rows = support_rows(report)
+    ours = runs["summarizing_10"]
+    lines: list[str] = []
+    for title, keys in (
+        (f"{ours['exchanges']} exchanges, {ours['agent_calls']} agent calls", MAIN_RUNS),
+        ("scenarios", SCENARIOS),
+    ):
+        header = [title, *(runs[key]["label"] for key in keys)]
+        cells = [[name, *(show(runs[key]) for key in keys)] for name, show in rows]
+        lines += [*table(header, cells, "l" + "r" * len(keys)), ""]
+    return lines
+
+
+def memory_table(report: dict[str, Any]) -> list[str]:
+    memory = report["memory_path"]
+    if memory["error"]:
+        return [f"The memory path did not run: {memory['error']}", ""]
+
+    def trips(statements: int, commits: int) -> str:
+        return f"{statements} statement{'s' * (statements != 1)} + {commits} commit{'s' * (commits != 1)}"
+
+    rows = [
+        [f"{c['messages']:,}", f"{c['stock_ms']:.2f} ms", f"{c['summarizing_ms']:.2f} ms", f"{c['ratio']:.2f}x",
+         trips(c["stock_statements"], c["stock_commits"]), trips(c["summarizing_statements"], c["summarizing_commits"])]
+        for c in memory["sizes"]
+    ]
+    lines = table(["stored messages", "Agent", "Summarizing", "ratio", "Agent round trips", "Summarizing round trips"],
+                  rows, "rrrrll")
+    if state := memory["state_io"]:
+        lines += [
+            "",
+            f"With {state['sessions']:,} sessions stored, a summary read takes {state['read_ms']:.2f} ms "
+            f"({trips(state['read_statements'], state['read_commits'])}) and a compare-and-swap write "
+            f"{state['write_ms']:.2f} ms ({trips(state['write_statements'], state['write_commits'])}); "
+            f"medians of {memory['repeats']}.",
+        ]
+    return [*lines, ""]
+
+
+def targets_table(targets: list[dict[str, Any]], name: str, shown: str, holds: str) -> list[str]:
+    rows = [[t[name], str(t[shown]), t["limit"], "PASS" if t[holds] else "FAIL"] for t in targets]
+    return [*table(["target", "measured", "limit", ""], rows, "llll"), ""]
+
+
+def same_as_sqlite(report: dict[str, Any]) -> bool:
+    path = RESULTS / "support_session_sqlite.json"
+    if report["backend"] == "sqlite" or not path.exists():
+        return False
+    sqlite = json.loads(path.read_text())
+
+    def numbers(r: dict[str, Any]) -> dict[str, Any]:
+        return {k: {m: v for m, v in r["runs"][k].items() if m != "replay_seconds"} for k in SAME_ON_EVERY_BACKEND}
+
+    return numbers(sqlite) == numbers(report)
+
+
+def support_session(report: dict[str, Any], name: str) -> list[str]:
+    lines = [caption(report, name), ""]
+    if same_as_sqlite(report):
+        lines += ["Tokens, summary calls and fidelity: the same as on SQLite, call for call.", ""]
+    else:
+        lines += runs_tables(report)
+    lines += ["Memory path (`get_memory_data()` on a turn that does not fold, median times):", ""]
+    lines += memory_table(report)
+    return [*lines, "Targets:", "", *targets_table(report["targets"], "target", "shown", "pass")]
+
+
+def latency(report: dict[str, Any], name: str) -> list[str]:
+    header = [f"{report['exchanges']} exchanges, {report['summary_seconds']:g} s summary calls", "p50 turn", "p95 turn",
+              "turns that waited", "total input tokens", "summary calls per exchange",
+              "fewest of the stock window sent whole", "turns without the previous exchange",
+              "messages never reached again"]
+    rows = [
+        [r["label"], f"{r['p50_seconds']:.3f} s", f"{r['p95_seconds']:.3f} s", str(len(r["turns_waited"])),
+         f"{r['total_input_tokens']:,}", f"{r['summary_calls_per_exchange']:.3f}" if r["summary_calls"] else NONE,
+         f"{r['stock_window_verbatim_min_within_budget']} of {r['stock_window']}",
+         str(len(r["previous_exchange_missing_turns"])), str(len(r["never_reached_again"]))]
+        for r in report["runs"].values()
+    ]
+    after, inline = report["runs"]["summarizing_10_after_reply"], report["runs"]["summarizing_10_inline"]
+    extra = after["total_input_tokens"] / inline["total_input_tokens"] - 1
+    return [
+        caption(report, name), "", *table(header, rows, "lrrrrrrrr"), "",
+        f"Memory path fixed cost at {report['memory_path_messages']} stored messages: {report['fixed_ms']:.1f} ms. "
+        f"Folding after the reply takes {extra:.1%} more input tokens than folding in the turn "
+        f"({after['total_input_tokens']:,} against {inline['total_input_tokens']:,}).",
+        "", "Targets:", "", *targets_table(report["targets"], "name", "measured", "holds"),
+    ]
+
+
+def block(name: str) -> str:
+    report = json.loads((RESULTS / f"{name}.json").read_text())
+    render = support_session if name.startswith("support_session_") else latency
+    body = render(report, name)
+    while body and not body[-1]:
+        body.pop()
+    return "\n".join([f"<!-- tables:{name} -->", *body, f"<!-- /tables:{name} -->"])
+
+
+def rewritten(page: str) -> str:
+    return BLOCK.sub(lambda match: block(match["name"]), page)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tables", description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when the page is not what the results give")
+    args = parser.parse_args(argv)
+    page = PAGE.read_text()
+    expected = rewritten(page)
+    if args.check:
+        if expected != page:
+            print(f"{PAGE.relative_to(ROOT)} differs from benchmarks/results; run python -m benchmarks.tables")
+            return 1
+        return 0
+    PAGE.write_text(expected)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
