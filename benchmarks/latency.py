@@ -35,7 +35,7 @@ from benchmarks.fidelity import message_numbers
 from benchmarks.memory_path import measure_memory_path
 from benchmarks.model import BenchmarkChatModel, TurnPlan, is_fold_prompt
 from benchmarks.script import Exchange, support_session
-from benchmarks.services import BACKENDS, database_backend, langflow_services
+from tests.support.services import BACKENDS, database_backend, langflow_services
 from benchmarks.support_session import Run, RunResult, _exchange, _unexpected
 from langflow_summarizing_agent import background
 from langflow_summarizing_agent.background import BackgroundFolds

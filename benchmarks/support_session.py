@@ -37,7 +37,7 @@ from benchmarks.script import (
     support_session,
     switch_exchange,
 )
-from benchmarks.services import BACKENDS, database_backend, langflow_services
+from tests.support.services import BACKENDS, database_backend, langflow_services
 from langflow_summarizing_agent.fold import COMPACT_REPLY_PREFIX, DEFAULT_HISTORY_TOKEN_BUDGET
 
 LAST_EXCHANGES = 20

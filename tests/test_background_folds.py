@@ -18,9 +18,9 @@ from langflow_summarizing_agent import background, lifecycle
 from langflow_summarizing_agent.agent_memory import last_turn, reply_of
 from langflow_summarizing_agent.background import BackgroundFolds
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX, Folder, FoldSettings
-from tests.agent_runs import scripted_session
-from tests.conftest import LangflowDatabase, stored_state
-from tests.fakes import InMemoryStore, RecordingSummarizer, make_messages
+from tests.support.agent_runs import scripted_session
+from tests.support.langflow_db import LangflowDatabase, stored_state
+from tests.support.fakes import InMemoryStore, RecordingSummarizer, make_messages
 
 FOLD_BY_BATCH = {"n_messages": 5, "fold_batch": 4, "history_token_budget": 0}
 

@@ -16,8 +16,8 @@ from lfx.exceptions.component import ComponentBuildError
 
 from langflow_summarizing_agent.agent_memory import MAX_PINNED_KEYS
 from langflow_summarizing_agent.fold import CUT_MARKER, MAX_MESSAGE_CHARS, SUMMARY_PREFIX
-from tests.agent_runs import ChatSession, scripted_session
-from tests.conftest import LangflowDatabase, MemoryScope, stored_state
+from tests.support.agent_runs import ChatSession, scripted_session
+from tests.support.langflow_db import LangflowDatabase, MemoryScope, stored_state
 
 ON = {"summarize_older_messages": True, "n_messages": 4, "fold_batch": 2, "history_token_budget": 0}
 

@@ -37,10 +37,10 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from langflow_summarizing_agent.agent_memory import MEMORY_STEP_TITLE
 from langflow_summarizing_agent.fold import COMPACT_REPLY_PREFIX, SUMMARY_PREFIX
-from tests.flow_files import AGENT_TYPE, load_support_flow, with_offline_model
-from tests.postgres_database import running_in_ci
-from tests.server_chat import state_rows
-from tests.server_fixtures import LangflowServer, ServerUser
+from tests.support.flow_files import AGENT_TYPE, load_support_flow, with_offline_model
+from tests.support.postgres_database import running_in_ci
+from tests.support.server_chat import state_rows
+from tests.support.server_fixtures import LangflowServer, ServerUser
 
 pytestmark = pytest.mark.browser
 

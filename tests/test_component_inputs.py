@@ -14,8 +14,8 @@ from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent i
     SUMMARY_FIELDS,
     SummarizingAgentComponent,
 )
-from tests.flow_files import AGENT_TYPE
-from tests.server_fixtures import LangflowServer
+from tests.support.flow_files import AGENT_TYPE
+from tests.support.server_fixtures import LangflowServer
 
 TUNING = (
     "summary_model",

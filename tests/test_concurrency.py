@@ -28,12 +28,12 @@ from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent i
 )
 from langflow_summarizing_agent.session_memory import LangflowSessionStore
 from langflow_summarizing_agent.state import Cursor
-from tests.agent_runs import QUIET_AGENT, scripted_session
-from tests.conftest import LangflowDatabase, MemoryScope
-from tests.fake_chat_model import FakeChatModelComponent, folded_texts
-from tests.flow_files import read_records
-from tests.postgres_database import fresh_postgres_database
-from tests.server_fixtures import LangflowServer, running_langflow_server
+from tests.support.agent_runs import QUIET_AGENT, scripted_session
+from tests.support.langflow_db import LangflowDatabase, MemoryScope
+from tests.support.fake_chat_model import FakeChatModelComponent, folded_texts
+from tests.support.flow_files import read_records
+from tests.support.postgres_database import fresh_postgres_database
+from tests.support.server_fixtures import LangflowServer, running_langflow_server
 
 CONCURRENT_RUNS = 16
 # How long concurrent rounds go on until one is spread over both workers (a worker boots Langflow on its own).

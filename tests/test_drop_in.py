@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import override
 
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
-from tests.conftest import LangflowDatabase
+from tests.support.langflow_db import LangflowDatabase
 
 
 @dataclass(frozen=True)

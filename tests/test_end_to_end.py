@@ -19,9 +19,9 @@ from sqlmodel import Session, select
 
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX
 from langflow_summarizing_agent.models import SessionMemoryStateTable
-from tests.flow_files import agent_node, load_support_flow, read_records, with_offline_model
-from tests.server_chat import playground_turn
-from tests.server_fixtures import LangflowServer
+from tests.support.flow_files import agent_node, load_support_flow, read_records, with_offline_model
+from tests.support.server_chat import playground_turn
+from tests.support.server_fixtures import LangflowServer
 
 N_MESSAGES = 4
 FOLD_BATCH = 4

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.server_fixtures import LangflowServer
+from tests.support.server_fixtures import LangflowServer
 
 EXTENSION_ID = "langflow-summarizing-agent"
 BUNDLE_NAME = "summarizing_agent"

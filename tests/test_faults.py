@@ -20,8 +20,8 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX
 from langflow_summarizing_agent.models import TABLE_NAME
 from langflow_summarizing_agent.state import MemoryState
-from tests.agent_runs import FOLD_EACH_TURN, ChatSession, scripted_session
-from tests.conftest import LangflowDatabase, stored_state
+from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession, scripted_session
+from tests.support.langflow_db import LangflowDatabase, stored_state
 
 FIRST = "I'm working on project PRJ-123 on the EU cluster."
 

@@ -23,8 +23,8 @@ from langflow_summarizing_agent.fold import (
     parse_fold_output,
 )
 from langflow_summarizing_agent.state import MemoryState
-from tests.fake_chat_model import parse_fold_prompt
-from tests.fakes import InMemoryStore, RecordingSummarizer, make_messages
+from tests.support.fake_chat_model import parse_fold_prompt
+from tests.support.fakes import InMemoryStore, RecordingSummarizer, make_messages
 
 PINNED = ("project_id", "cluster")
 

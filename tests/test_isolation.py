@@ -19,10 +19,10 @@ from langflow_summarizing_agent.fold import SUMMARY_PREFIX
 from langflow_summarizing_agent.models import SessionMemoryStateTable
 from langflow_summarizing_agent.session_memory import LangflowStore
 from langflow_summarizing_agent.state import MemoryState
-from tests.agent_runs import FOLD_EACH_TURN, ChatSession
-from tests.conftest import LangflowDatabase, MemoryScope
-from tests.server_chat import ServerChat, state_rows
-from tests.server_fixtures import LangflowServer
+from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession
+from tests.support.langflow_db import LangflowDatabase, MemoryScope
+from tests.support.server_chat import ServerChat, state_rows
+from tests.support.server_fixtures import LangflowServer
 
 STATE = SessionMemoryStateTable.__table__
 VICTIM_TURNS = ["I'm on project PRJ-123 on the EU cluster.", "The deploy fails.", "Still failing.", "Any idea?"]

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from tests.server_fixtures import SUPERUSER, LangflowServer, server_database_backend
+from tests.support.server_fixtures import SUPERUSER, LangflowServer, server_database_backend
 
 
 def _whoami(server: LangflowServer, *, token: str | None = None, api_key: str | None = None) -> dict:

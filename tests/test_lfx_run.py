@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from langflow_summarizing_agent.agent_memory import FALLBACK_NOTE
-from tests.flow_files import load_support_flow, read_records, with_offline_model
+from tests.support.flow_files import load_support_flow, read_records, with_offline_model
 
 LFX_RUN_TIMEOUT_SECONDS = 300
 

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from langflow_summarizing_agent import migrate
 from langflow_summarizing_agent.models import SCOPE_CONSTRAINT, TABLE_NAME
-from tests.conftest import LangflowDatabase, restart_langflow_services, stored_state
+from tests.support.langflow_db import LangflowDatabase, restart_langflow_services, stored_state
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIRST_REVISION = REPO_ROOT / "migrations" / "versions" / "3f9c1a7e5b20_create_session_memory_state.py"

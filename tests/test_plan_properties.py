@@ -46,8 +46,8 @@ from langflow_summarizing_agent.fold import (
     render_summary_message,
 )
 from langflow_summarizing_agent.state import MemoryState, Role, StoredMessage
-from tests.fake_chat_model import parse_fold_prompt
-from tests.fakes import T0, InMemoryStore, RecordingSummarizer, make_messages
+from tests.support.fake_chat_model import parse_fold_prompt
+from tests.support.fakes import T0, InMemoryStore, RecordingSummarizer, make_messages
 
 PINNED = ("project_id", "cluster")
 ROLES: tuple[Role, Role] = ("user", "assistant")

@@ -18,10 +18,10 @@ from lfx.schema.content_types import ToolContent
 
 from langflow_summarizing_agent.agent_memory import MEMORY_STEP_NAME, MEMORY_STEP_TITLE, last_turn
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX
-from tests.agent_runs import ChatSession
-from tests.flow_files import agent_node, load_support_flow, with_offline_model
-from tests.server_chat import playground_turn
-from tests.server_fixtures import LangflowServer
+from tests.support.agent_runs import ChatSession
+from tests.support.flow_files import agent_node, load_support_flow, with_offline_model
+from tests.support.server_chat import playground_turn
+from tests.support.server_fixtures import LangflowServer
 
 FIRST = "I'm working on project PRJ-123 on the EU cluster."
 PINNED_VALUES = ("PRJ-123", "EU cluster")

@@ -10,8 +10,8 @@ import json
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from langflow_summarizing_agent.fold import FOLD_SYSTEM_PROMPT, SUMMARY_PREFIX
-from tests.agent_runs import FOLD_EACH_TURN, PINNED_KEYS, QUIET_AGENT, ChatSession, scripted_session
-from tests.conftest import LangflowDatabase, stored_state
+from tests.support.agent_runs import FOLD_EACH_TURN, PINNED_KEYS, QUIET_AGENT, ChatSession, scripted_session
+from tests.support.langflow_db import LangflowDatabase, stored_state
 
 INJECTIONS = [
     "I'm on project PRJ-123 on the EU cluster.",

@@ -20,10 +20,10 @@ from langflow_summarizing_agent import lifecycle
 from langflow_summarizing_agent.models import SessionMemoryStateTable
 from langflow_summarizing_agent.session_memory import LangflowStore, StateRows
 from langflow_summarizing_agent.state import Cursor, MemoryState
-from tests.conftest import MemoryScope
-from tests.server_chat import ServerChat
-from tests.server_chat import state_rows as server_state_rows
-from tests.server_fixtures import LangflowServer
+from tests.support.langflow_db import MemoryScope
+from tests.support.server_chat import ServerChat
+from tests.support.server_chat import state_rows as server_state_rows
+from tests.support.server_fixtures import LangflowServer
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
 STATE = SessionMemoryStateTable.__table__

@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from langflow_summarizing_agent import session_memory as sm
 from langflow_summarizing_agent.models import SessionMemoryStateTable
 from langflow_summarizing_agent.state import Cursor, HeldScopes, MemoryState
-from tests.conftest import LangflowDatabase, MemoryScope, stored_state
+from tests.support.langflow_db import LangflowDatabase, MemoryScope, stored_state
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 

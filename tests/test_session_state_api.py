@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from langflow_summarizing_agent.api import MAX_ID_LENGTH, ROUTE_PREFIX
-from tests.server_chat import ServerChat, state_rows
-from tests.server_fixtures import LangflowServer
+from tests.support.server_chat import ServerChat, state_rows
+from tests.support.server_fixtures import LangflowServer
 
 
 @pytest.fixture(scope="module")

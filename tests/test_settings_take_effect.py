@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.server_chat import (
+from tests.support.server_chat import (
     FAST_FOLDS,
     TURNS_TO_FIRST_STATE,
     ServerChat,
@@ -21,7 +21,7 @@ from tests.server_chat import (
     state_rows,
     summarizing_flow_data,
 )
-from tests.server_fixtures import LangflowServer
+from tests.support.server_fixtures import LangflowServer
 
 DEFAULTS = {"n_messages": 100, "fold_batch": 8, "history_token_budget": 7_000}
 SUMMARY_SETTINGS = ("pinned_keys", "fold_batch", "summary_words", "history_token_budget", "max_folds_per_turn")

@@ -10,8 +10,8 @@ from lfx.components.models_and_agents.agent import AgentComponent
 
 from langflow_summarizing_agent.agent_memory import last_turn
 from langflow_summarizing_agent.fold import COMPACT_COMMAND, COMPACT_REPLY_PREFIX, SUMMARY_PREFIX
-from tests.agent_runs import ChatSession
-from tests.fake_chat_model import RECORDERS
+from tests.support.agent_runs import ChatSession
+from tests.support.fake_chat_model import RECORDERS
 
 FIRST = "I'm working on project PRJ-123 on the EU cluster."
 ON = {"summarize_older_messages": True, "n_messages": 10, "pinned_keys": ["project_id", "cluster"]}

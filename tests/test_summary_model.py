@@ -10,9 +10,9 @@ import pytest
 
 from langflow_summarizing_agent import agent_memory
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
-from tests.agent_runs import FOLD_EACH_TURN, ChatSession
-from tests.conftest import LangflowDatabase, stored_state
-from tests.fake_chat_model import FakeChatModel, recorder
+from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession
+from tests.support.langflow_db import LangflowDatabase, stored_state
+from tests.support.fake_chat_model import FakeChatModel, recorder
 
 TURNS = [
     "I'm working on project PRJ-123 on the EU cluster.",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.flow_files import AGENT_TYPE, SUPPORT_FLOW_PATH, agent_node, load_support_flow
-from tests.server_fixtures import LangflowServer
+from tests.support.flow_files import AGENT_TYPE, SUPPORT_FLOW_PATH, agent_node, load_support_flow
+from tests.support.server_fixtures import LangflowServer
 
 PINNED_KEYS = ["project_id", "customer", "cluster"]
 

@@ -20,7 +20,7 @@ from langflow_summarizing_agent.state import (
     StoredMessage,
     utcnow,
 )
-from tests.fake_chat_model import FakeChatModel
+from tests.support.fake_chat_model import FakeChatModel
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -11,7 +11,7 @@ from lfx.components.models_and_agents.agent import AgentComponent
 from lfx.graph import Graph
 
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
-from tests.fake_chat_model import RECORDERS, FakeChatModel, FakeChatModelComponent, recorder
+from tests.support.fake_chat_model import RECORDERS, FakeChatModel, FakeChatModelComponent, recorder
 
 PINNED_KEYS = ["project_id", "cluster"]
 FOLD_EACH_TURN = {

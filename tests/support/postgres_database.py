@@ -1,7 +1,8 @@
-"""Fresh PostgreSQL databases on 127.0.0.1:5432 for tests, created on demand and dropped afterwards.
+"""Fresh PostgreSQL databases on 127.0.0.1:5432, created on demand and dropped afterwards (tests and benchmarks).
 
-Locally a missing server skips the tests that need it, with the reason; under `CI=true` it fails them, because CI
-must prove the Postgres path.
+`postgres_database` creates and drops one. For tests, `fresh_postgres_database` checks the server first: locally a
+missing server skips the tests that need it, with the reason; under `CI=true` it fails them, because CI must prove the
+Postgres path.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 import psycopg
-import pytest
 from psycopg import sql
 
 POSTGRES_ADMIN_URL = os.environ.get(
@@ -34,6 +34,8 @@ def _admin_connection() -> psycopg.Connection:
 
 def require_postgres() -> None:
     """Skip the calling test when Postgres is unreachable, or fail it when running in CI."""
+    import pytest
+
     try:
         with _admin_connection():
             pass
@@ -54,12 +56,12 @@ def _sqlalchemy_url(database_name: str) -> str:
 
 
 @contextmanager
-def fresh_postgres_database(prefix: str = "summarizing_agent_test") -> Iterator[str]:
-    """Create an empty database, yield its SQLAlchemy URL (`postgresql+psycopg://`), then drop it.
+def postgres_database(prefix: str) -> Iterator[str]:
+    """Create an empty database named `<prefix>_<random>`, yield its SQLAlchemy URL (`postgresql+psycopg://`), then
+    drop it.
 
     The drop closes connections left open, so a server or engine that did not shut down cleanly cannot keep it.
     """
-    require_postgres()
     database_name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with _admin_connection() as connection:
         connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database_name)))
@@ -68,3 +70,11 @@ def fresh_postgres_database(prefix: str = "summarizing_agent_test") -> Iterator[
     finally:
         with _admin_connection() as connection:
             connection.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database_name)))
+
+
+@contextmanager
+def fresh_postgres_database(prefix: str = "summarizing_agent_test") -> Iterator[str]:
+    """`postgres_database` for a test: skipped (or failed under CI) when PostgreSQL is unreachable."""
+    require_postgres()
+    with postgres_database(prefix) as url:
+        yield url

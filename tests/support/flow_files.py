@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from scripts.export_support_flow import canvas_edge
-from tests.fake_chat_model import FakeChatModelComponent
+from tests.support.fake_chat_model import FakeChatModelComponent
 
-FLOWS_DIR = Path(__file__).resolve().parent.parent / "flows"
+FLOWS_DIR = Path(__file__).resolve().parents[2] / "flows"
 SUPPORT_FLOW_PATH = FLOWS_DIR / "summarizing_support_agent.json"
 AGENT_TYPE = "ext:summarizing_agent:SummarizingAgentComponent@official"
 OFFLINE_MODEL_ID = "FakeChatModel-Off1n"

@@ -1,6 +1,6 @@
 """A real `langflow run` server for tests: one per test session, with this extension installed.
 
-Loaded as a pytest plugin: `pytest_plugins = ["tests.server_fixtures"]` in `tests/conftest.py`. The fixture
+Loaded as a pytest plugin: `pytest_plugins = ["tests.support.server_fixtures"]` in `tests/conftest.py`. The fixture
 `langflow_server` starts the server on a fresh database chosen by the environment variable
 `SUMMARIZING_AGENT_SERVER_DB`: `sqlite` (default, a file in a temporary directory) or `postgres` (a fresh database on
 127.0.0.1:5432, dropped afterwards). Tests that use the
@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.postgres_database import fresh_postgres_database
+from tests.support.postgres_database import fresh_postgres_database
 
 SERVER_DATABASE_ENV = "SUMMARIZING_AGENT_SERVER_DB"
 SERVER_DATABASE_BACKENDS = ("sqlite", "postgres")

@@ -1,6 +1,7 @@
 """Langflow's services in this process on a fresh database (a SQLite file or a new Postgres database), removed after.
 
-The same start-up a Langflow worker does; the test suite's `langflow_db` fixture does the same for the tests.
+The same start-up a Langflow worker does; the benchmarks use `langflow_services`, the test suite's `langflow_db`
+fixture does the same with `langflow_environment`.
 """
 
 from __future__ import annotations
@@ -8,17 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from urllib.parse import urlsplit
+
+from tests.support.postgres_database import postgres_database
 
 BACKENDS = ("sqlite", "postgres")
-POSTGRES_ADMIN_URL = os.environ.get(
-    "SUMMARIZING_AGENT_POSTGRES_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
-"""Where the benchmark database is created and dropped; its user must be allowed to CREATE DATABASE."""
 
 
 @asynccontextmanager
@@ -57,18 +54,8 @@ def _database(backend: str, config_dir: Path) -> Iterator[str]:
     if backend == "sqlite":
         yield f"sqlite:///{config_dir / 'langflow.db'}"
         return
-    import psycopg
-    from psycopg import sql
-
-    name = f"summarizing_agent_benchmark_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        # psycopg 3 explicitly: Langflow's start-up check builds a sync engine, which otherwise wants psycopg2.
-        yield urlsplit(POSTGRES_ADMIN_URL)._replace(scheme="postgresql+psycopg", path=f"/{name}").geturl()
-    finally:
-        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    with postgres_database("summarizing_agent_benchmark") as url:
+        yield url
 
 
 @contextmanager

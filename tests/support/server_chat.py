@@ -24,8 +24,8 @@ from lfx.graph import Graph
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
 from langflow_summarizing_agent.migrate import sync_database_url
 from langflow_summarizing_agent.models import SessionMemoryStateTable
-from tests.fake_chat_model import FakeChatModelComponent
-from tests.server_fixtures import LangflowServer
+from tests.support.fake_chat_model import FakeChatModelComponent
+from tests.support.server_fixtures import LangflowServer
 
 FAST_FOLDS = {
     "summarize_older_messages": True,
