@@ -35,11 +35,11 @@ from benchmarks.fidelity import message_numbers
 from benchmarks.memory_path import measure_memory_path
 from benchmarks.model import BenchmarkChatModel, TurnPlan, is_fold_prompt
 from benchmarks.script import Exchange, support_session
-from tests.support.services import BACKENDS, database_backend, langflow_services
 from benchmarks.support_session import Run, RunResult, _exchange, _unexpected
 from langflow_summarizing_agent import background
 from langflow_summarizing_agent.background import BackgroundFolds
 from langflow_summarizing_agent.fold import DEFAULT_HISTORY_TOKEN_BUDGET
+from tests.support.services import BACKENDS, database_backend, langflow_services
 
 N_MESSAGES = 10
 P95_RATIO_TARGET = 1.10

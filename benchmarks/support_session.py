@@ -37,8 +37,8 @@ from benchmarks.script import (
     support_session,
     switch_exchange,
 )
-from tests.support.services import BACKENDS, database_backend, langflow_services
 from langflow_summarizing_agent.fold import COMPACT_REPLY_PREFIX, DEFAULT_HISTORY_TOKEN_BUDGET
+from tests.support.services import BACKENDS, database_backend, langflow_services
 
 LAST_EXCHANGES = 20
 COLUMN = 26

@@ -44,7 +44,7 @@ from tests.support.server_fixtures import LangflowServer, ServerUser
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS_DIR = ROOT / "test-artifacts"
 SCREENSHOTS_DIR = ROOT / "docs" / "screenshots"
 NODE_SCREENSHOT = SCREENSHOTS_DIR / "summarizing-agent-node.png"

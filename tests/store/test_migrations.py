@@ -19,7 +19,7 @@ from langflow_summarizing_agent import migrate
 from langflow_summarizing_agent.models import SCOPE_CONSTRAINT, TABLE_NAME
 from tests.support.langflow_db import LangflowDatabase, restart_langflow_services, stored_state
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 FIRST_REVISION = REPO_ROOT / "migrations" / "versions" / "3f9c1a7e5b20_create_session_memory_state.py"
 SUBPROCESS_TIMEOUT_SECONDS = 180
 

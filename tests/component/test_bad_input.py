@@ -225,18 +225,3 @@ async def test_non_ascii_text_reaches_the_summarizer_and_the_agent_unchanged(lan
     sent = [str(m.content).strip() for m in chat.model.agent_calls[-1]]
     assert sent[-1] == NON_ASCII[-1]
     assert NON_ASCII[-2] in sent
-
-
-async def test_a_summary_without_spaces_is_clipped_to_the_word_budget(langflow_db: LangflowDatabase) -> None:
-    """CJK text has no spaces between words; each character counts as a word, as word processors count it."""
-    endless = "- " + "部署失败的原因是配置错误" * 200
-    chat = scripted_session({**ON, "summary_words": 30}, fold_script=[json.dumps({"summary": endless})])
-
-    for text in ("第一条消息", "好的", "第二条消息", "第三条消息"):
-        await chat.say(text)
-
-    state = await state_of(chat)
-    assert state is not None
-    assert state.summary.startswith("- 部署失败")
-    assert len(state.summary) <= 40
-    assert state.summary.endswith("…")

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from langflow_summarizing_agent.state import Cursor, MemoryState, Rename, StateStore, StoredMessage
-from tests.support.langflow_db import STORE_IN_MEMORY, LangflowDatabase, MemoryScope
 from tests.support.fakes import InMemoryStateStore
+from tests.support.langflow_db import STORE_IN_MEMORY, LangflowDatabase, MemoryScope
 
 pytestmark = pytest.mark.parametrize(
     "langflow_db",

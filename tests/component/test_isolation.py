@@ -1,7 +1,6 @@
 """Isolation: another user, another flow or another context id never reads, overwrites or deletes a state row.
 
-Through the component (graph runs on Langflow's services, SQLite and Postgres), through the data functions, and
-through the HTTP API and the monitor's delete route of a real `langflow run`.
+Through the component (graph runs on Langflow's services, SQLite and Postgres) and through the data functions.
 """
 
 from __future__ import annotations
@@ -14,15 +13,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from langflow_summarizing_agent.api import ROUTE_PREFIX
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX
 from langflow_summarizing_agent.models import SessionMemoryStateTable
 from langflow_summarizing_agent.session_memory import LangflowStore
 from langflow_summarizing_agent.state import MemoryState
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession
 from tests.support.langflow_db import LangflowDatabase, MemoryScope
-from tests.support.server_chat import ServerChat, state_rows
-from tests.support.server_fixtures import LangflowServer
 
 STATE = SessionMemoryStateTable.__table__
 VICTIM_TURNS = ["I'm on project PRJ-123 on the EU cluster.", "The deploy fails.", "Still failing.", "Any idea?"]
@@ -114,62 +110,3 @@ async def test_the_store_never_crosses_user_flow_or_context(
     stored = await store.session(**owner).load_state()
     assert (stored.summary, stored.version) == ("owner's", 1)
     assert (await store.session(**intruder).load_state()).summary == "own"
-
-
-# Through the HTTP API and the monitor's delete route
-
-
-def state_url(session_id: str) -> str:
-    return f"{ROUTE_PREFIX}/sessions/{session_id}/state"
-
-
-@pytest.fixture(scope="module")
-def two_owners(langflow_server: LangflowServer) -> tuple[ServerChat, ServerChat, Any]:
-    """The superuser's flow and another user's flow, both Summarizing Agent flows on the shared server."""
-    owner = ServerChat.create(langflow_server, langflow_server.superuser_token, langflow_server.superuser_api_key)
-    other = langflow_server.create_user()
-    intruder = ServerChat.create(langflow_server, other.token, langflow_server.create_api_key(other.token))
-    return owner, intruder, other
-
-
-def test_another_user_reads_resets_and_deletes_only_their_own_state_over_http(
-    two_owners: tuple[ServerChat, ServerChat, Any],
-) -> None:
-    owner, intruder, intruder_user = two_owners
-    session_id = owner.new_session()
-    [owner_row] = state_rows(owner.server, owner.flow_id, session_id)
-    for turn in range(1, 4):
-        reply = intruder.say(session_id, f"intruder turn {turn}")
-        assert f"{session_id}-" not in reply, "the intruder's agent never sees the owner's messages or summary"
-    [intruder_row] = state_rows(intruder.server, intruder.flow_id, session_id)
-    assert str(intruder_row["user_id"]) == intruder_user.id
-
-    with intruder.server.client(token=intruder.token) as client:
-        foreign = [
-            client.get(state_url(session_id), params={"flow_id": owner.flow_id}),
-            client.delete(state_url(session_id), params={"flow_id": owner.flow_id}),
-            client.delete(state_url(session_id), params={"flow_id": owner.flow_id, "context_id": ""}),
-        ]
-        own = client.get(state_url(session_id), params={"flow_id": intruder.flow_id})
-    assert [response.status_code for response in foreign] == [404, 404, 404]
-    assert own.status_code == 200, own.text
-    [seen] = own.json()["states"]
-    assert seen["user_id"] == intruder_user.id
-    assert f"{session_id}-" not in seen["summary"]
-
-    with owner.server.client(token=owner.token) as client:
-        other_context = client.delete(state_url(session_id), params={"flow_id": owner.flow_id, "context_id": "ctx"})
-    assert other_context.json()["deleted"] == 0
-
-    with intruder.server.client(token=intruder.token) as client:
-        own_reset = client.delete(state_url(session_id), params={"flow_id": intruder.flow_id})
-        intruder.say(session_id, "intruder turn 4")
-        intruder.say(session_id, "intruder turn 5")
-        deleted = client.delete(f"/api/v1/monitor/messages/session/{session_id}")
-    assert own_reset.json()["deleted"] == 1
-    assert deleted.status_code == 204, deleted.text
-    assert intruder.messages(session_id) == []
-    assert state_rows(intruder.server, intruder.flow_id, session_id) == []
-
-    assert state_rows(owner.server, owner.flow_id, session_id) == [owner_row]
-    assert len(owner.messages(session_id)) == 4
