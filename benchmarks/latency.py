@@ -36,11 +36,11 @@ from benchmarks.memory_path import measure_memory_path
 from benchmarks.model import BenchmarkChatModel, TurnPlan, is_fold_prompt
 from benchmarks.revision import commit
 from benchmarks.script import Exchange, support_session
-from benchmarks.services import BACKENDS, database_backend, langflow_services
 from benchmarks.support_session import Run, RunResult, _exchange, _unexpected
 from langflow_summarizing_agent.engine.settings import DEFAULT_HISTORY_TOKEN_BUDGET
 from langflow_summarizing_agent.wiring import background
 from langflow_summarizing_agent.wiring.background import BackgroundFolds
+from tests.support.services import BACKENDS, database_backend, langflow_services
 
 N_MESSAGES = 10
 P95_RATIO_TARGET = 1.10

@@ -38,9 +38,9 @@ from benchmarks.script import (
     support_session,
     switch_exchange,
 )
-from benchmarks.services import BACKENDS, database_backend, langflow_services
 from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX
 from langflow_summarizing_agent.engine.settings import DEFAULT_HISTORY_TOKEN_BUDGET
+from tests.support.services import BACKENDS, database_backend, langflow_services
 
 LAST_EXCHANGES = 20
 COLUMN = 26

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from benchmarks.services import langflow_environment
-from langflow_summarizing_agent.state import MemoryState
-from tests.postgres_database import fresh_postgres_database
+from tests.support.langflow_db import (
+    LANGFLOW_BACKENDS,
+    STORE_IN_MEMORY,
+    LangflowDatabase,
+    MemoryScope,
+    restart_langflow_services,
+    stop_langflow_services,
+)
+from tests.support.postgres_database import fresh_postgres_database
+from tests.support.services import langflow_environment
 
 # ---------------------------------------------------------------------------------------------------------------
 # Langflow services in this process, on a real database (session memory, migrations).
@@ -25,39 +30,6 @@ from tests.postgres_database import fresh_postgres_database
 # Tests that need only one backend: `@pytest.mark.parametrize("langflow_db", ["sqlite"], indirect=True)`.
 # Tests share the database; keep them apart with the fresh ids of `memory_scope`.
 # ---------------------------------------------------------------------------------------------------------------
-
-STORE_IN_MEMORY = "memory"
-"""A `langflow_db` parameter for the store contract suite only: the in-memory fake store, no Langflow services."""
-
-LANGFLOW_BACKENDS = [
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
-
-
-@dataclass(frozen=True)
-class LangflowDatabase:
-    """The database Langflow's services run on. `url` is a synchronous SQLAlchemy URL for direct access."""
-
-    backend: str
-    url: str
-
-
-@dataclass(frozen=True)
-class MemoryScope:
-    """Fresh ids for one chat-history scope: a flow, an owner and a session in it."""
-
-    flow_id: uuid.UUID
-    user_id: uuid.UUID
-    session_id: str
-
-    @classmethod
-    def new(cls) -> MemoryScope:
-        return cls(uuid.uuid4(), uuid.uuid4(), f"session-{uuid.uuid4().hex[:8]}")
-
-    def kwargs(self, **overrides: Any) -> dict[str, Any]:
-        """Keyword arguments of `LangflowStore().session()` for this scope."""
-        return {"flow_id": self.flow_id, "user_id": self.user_id, "session_id": self.session_id, **overrides}
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session", params=LANGFLOW_BACKENDS)
@@ -85,18 +57,7 @@ async def langflow_db(
         try:
             yield LangflowDatabase(backend=backend, url=url)
         finally:
-            await _stop_langflow_services()
-
-
-async def stored_state(
-    *, flow_id: Any, user_id: Any, session_id: str, context_id: str | None = None
-) -> MemoryState | None:
-    """A scope's state as a turn loads it from Langflow's database; None when no row is stored."""
-    from langflow_summarizing_agent.session_memory import LangflowStore
-
-    store = LangflowStore().session(flow_id=flow_id, user_id=user_id, session_id=session_id, context_id=context_id)
-    state = await store.load_state()
-    return None if state.row_id is None else state
+            await stop_langflow_services()
 
 
 @pytest.fixture
@@ -142,27 +103,6 @@ def insert_messages(langflow_db: LangflowDatabase) -> Callable[..., Awaitable[li
     return insert
 
 
-async def restart_langflow_services() -> None:
-    """(Re)start Langflow's services from the current environment, as a Langflow worker does on startup."""
-    from langflow.services.utils import initialize_services
-
-    # Services left by an earlier fixture or test would keep their old settings (and database).
-    await _stop_langflow_services()
-    await initialize_services()
-
-
-async def _stop_langflow_services() -> None:
-    from lfx.services.manager import get_service_manager
-
-    manager = get_service_manager()
-    if not manager.services:
-        return
-    from langflow.services.utils import teardown_services
-
-    # teardown_services() disposes every service and empties the manager, so the next start reads settings anew.
-    await teardown_services()
-
-
 @pytest.fixture(scope="session")
 def migration_sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> Callable[[], str]:
     """A factory of URLs of fresh, empty SQLite files (not Langflow's database)."""
@@ -180,4 +120,4 @@ def fresh_postgres_url() -> Iterator[str]:
         yield url
 
 
-pytest_plugins = ["tests.server_fixtures"]
+pytest_plugins = ["tests.support.server_fixtures"]

@@ -1,0 +1,189 @@
+"""Folds after the reply on whole turns: lfx graphs on Langflow's services (SQLite and Postgres) with background folds
+on, as `langflow run` turns them on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from langflow_summarizing_agent import background, lifecycle
+from langflow_summarizing_agent.agent_memory import last_turn
+from langflow_summarizing_agent.background import BackgroundFolds
+from langflow_summarizing_agent.fold import SUMMARY_PREFIX
+from tests.support.agent_runs import scripted_session
+from tests.support.langflow_db import LangflowDatabase, stored_state
+
+FOLD_BY_BATCH = {"n_messages": 5, "fold_batch": 4, "history_token_budget": 0}
+
+
+# The registry
+
+
+class FoldGate:
+    """A fake model's `fold_gate`: fold calls wait for `set()`; `started` is set by the first call that waits."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self._open = asyncio.Event()
+
+    async def wait(self) -> None:
+        self.started.set()
+        await self._open.wait()
+
+    def set(self) -> None:
+        self._open.set()
+
+
+# Whole turns on Langflow's services
+
+GRAPH_SETTINGS = {"summarize_older_messages": True, **FOLD_BY_BATCH}
+
+
+@pytest.fixture
+def background_folds(monkeypatch: pytest.MonkeyPatch) -> Iterator[BackgroundFolds]:
+    """Folds after the reply in this process, as `langflow run` has them."""
+    folds = BackgroundFolds()
+    folds.enable()
+    monkeypatch.setattr(background, "FOLDS", folds)
+    yield folds
+
+
+def scope_key(session: Any) -> tuple[str, ...]:
+    return (str(session.flow_id), str(session.user_id), session.session_id, "")
+
+
+async def say(session: Any, text: str) -> str:
+    """One turn in a task of its own, as Langflow's server runs a build; a turn that waited for the gated fold would
+    never answer."""
+    reply = await asyncio.wait_for(asyncio.create_task(session.say(text)), timeout=60)
+    await asyncio.sleep(0)  # the fold after the reply starts from the ended task's callbacks
+    return reply
+
+
+async def say_until_a_fold_runs(session: Any, folds: BackgroundFolds) -> int:
+    """Turns until a fold after the reply reaches the summary model (and waits at the model's gate)."""
+    gate = session.model.fold_gate
+    for turn in range(20):
+        await say(session, f"question {turn}")
+        started = asyncio.ensure_future(gate.started.wait())
+        ended = asyncio.ensure_future(folds.wait_all())
+        await asyncio.wait({started, ended}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        started.cancel()
+        ended.cancel()
+        if gate.started.is_set():
+            return turn
+    pytest.fail("no fold ran in 20 turns")
+
+
+async def test_the_fold_runs_after_the_reply_and_a_later_turn_uses_it(
+    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+) -> None:
+    session = scripted_session(GRAPH_SETTINGS, echo="user_messages")
+    session.model.fold_gate = FoldGate()
+
+    await say_until_a_fold_runs(session, background_folds)
+
+    # The reply came back while the fold waits at its gate: no turn waited for it.
+    assert background_folds.running(scope_key(session))
+    session.model.fold_gate.set()
+    await background_folds.wait(scope_key(session))
+    assert len(session.model.fold_calls) == 1
+
+    reply = await say(session, "and now?")
+    assert SUMMARY_PREFIX in reply, "the next turn's model got the summary"
+    assert "Summary updated in the background after the previous turn: folded" in session.last_agent.status
+    assert len(session.model.fold_calls) == 1
+
+
+async def test_a_turn_does_not_wait_for_the_sessions_running_fold(
+    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+) -> None:
+    session = scripted_session(GRAPH_SETTINGS)
+    session.model.fold_gate = FoldGate()
+    await say_until_a_fold_runs(session, background_folds)
+    await say(session, "one more")
+    await say(session, "and another")
+
+    status = session.last_agent.status
+    assert "A summary is being updated; this turn used the previous one" in status
+    assert len(session.model.fold_calls) == 1, "a second summary call while one runs"
+    session.model.fold_gate.set()
+    await background_folds.wait(scope_key(session))
+
+
+async def test_a_session_deleted_while_its_fold_runs_stays_deleted(
+    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+) -> None:
+
+    lifecycle.install_listeners()
+    try:
+        await delete_while_the_fold_runs(background_folds)
+    finally:
+        lifecycle._remove_listeners()
+
+
+async def delete_while_the_fold_runs(background_folds: BackgroundFolds) -> None:
+    from langflow.memory import adelete_messages
+
+    session = scripted_session(GRAPH_SETTINGS)
+    scope = {"flow_id": session.flow_id, "user_id": session.user_id, "session_id": session.session_id}
+    session.model.fold_gate = FoldGate()
+    await say_until_a_fold_runs(session, background_folds)
+    session.model.fold_gate.set()
+    await background_folds.wait(scope_key(session))
+    assert await stored_state(**scope) is not None
+    session.model.fold_gate = FoldGate()
+    await say_until_a_fold_runs(session, background_folds)
+
+    await adelete_messages(session.session_id, flow_id=session.flow_id, user_id=session.user_id)
+    assert await stored_state(**scope) is None, "Langflow's delete purges the state"
+    session.model.fold_gate.set()
+    await background_folds.wait(scope_key(session))
+
+    assert await stored_state(**scope) is None
+
+
+async def test_compact_waits_for_the_running_fold_then_folds_the_rest(
+    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+) -> None:
+    session = scripted_session(GRAPH_SETTINGS)
+    session.model.fold_gate = FoldGate()
+    await say_until_a_fold_runs(session, background_folds)
+    compact = asyncio.ensure_future(session.say("/compact"))
+    await asyncio.sleep(0.2)
+    assert not compact.done(), "/compact answered before the running fold ended"
+
+    session.model.fold_gate.set()
+    reply = await compact
+
+    assert "Compacted the conversation" in reply
+    scope = {"flow_id": session.flow_id, "user_id": session.user_id, "session_id": session.session_id}
+    state = await stored_state(**scope)
+    assert state is not None and state.version >= 1
+
+
+async def test_a_message_alone_at_the_budget_makes_no_turn_wait_when_each_fold_ends_before_the_next_turn(
+    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+) -> None:
+    # A pasted log of ~900 tokens against a History Token Budget of 1,000: the window holding it crowds the older
+    # messages out, and when it leaves the window it fits the budget no more. The fold after each reply plans the
+    # next turn, the reply included, so that turn finds nothing it would have to fold inline.
+    session = scripted_session(
+        {**GRAPH_SETTINGS, "history_token_budget": 1_000, "summary_words": 50}, reply="Noted, thanks."
+    )
+    questions = [f"question {n}" for n in range(8)] + ["log line\n" * 500] + [f"question {n}" for n in range(8, 16)]
+    inline = []
+    for number, text in enumerate(questions):
+        await say(session, text)
+        await background_folds.wait_all()  # a person reads the reply and types: the fold ends meanwhile
+        turn = last_turn(session.last_agent)
+        assert turn is not None and turn.not_summarized == 0, "a message did not reach the model"
+        if turn.inline_fold:
+            inline.append(number)
+
+    assert len(session.model.fold_calls) >= 3
+    assert inline == [], "turns that waited for a summary call"

@@ -1,0 +1,240 @@
+"""Faults in the summary call and in the database: the turn completes, nothing is lost, and the status or log says why.
+
+Real graph runs on Langflow's services (SQLite and Postgres). Each session folds once successfully, then meets the
+fault on its next fold.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from langchain_core.messages import SystemMessage
+
+from langflow_summarizing_agent.fold import SUMMARY_PREFIX
+from langflow_summarizing_agent.models import TABLE_NAME
+from langflow_summarizing_agent.state import MemoryState
+from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession, scripted_session
+from tests.support.langflow_db import LangflowDatabase, stored_state
+
+FIRST = "I'm working on project PRJ-123 on the EU cluster."
+
+
+async def state_of(chat: ChatSession) -> MemoryState:
+    state = await stored_state(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
+    assert state is not None
+    return state
+
+
+async def fold_once_then(chat: ChatSession) -> MemoryState:
+    """Three turns: the third folds the first exchange successfully. Returns the state after it."""
+    await chat.say(FIRST)
+    await chat.say("The deploy fails with error E001.")
+    await chat.say("It still fails after a restart.")
+    state = await state_of(chat)
+    assert state.folded_count == 2
+    assert state.pinned == {"project_id": "PRJ-123", "cluster": "EU cluster"}
+    return state
+
+
+def history_texts(call: list) -> list[str]:
+    """Texts of the history part of an agent call: between the system prompt and the current input."""
+    assert isinstance(call[0], SystemMessage)
+    return [str(message.content).strip() for message in call[1:-1]]
+
+
+def assert_kept(before: MemoryState, after: MemoryState) -> None:
+    assert (after.summary, after.pinned, after.cursor, after.folded_count) == (
+        before.summary,
+        before.pinned,
+        before.cursor,
+        before.folded_count,
+    )
+
+
+# The summary call fails or answers with something unusable
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        pytest.param(RuntimeError("provider unavailable"), "RuntimeError: provider unavailable", id="exception"),
+        pytest.param("", "the summary model returned an empty answer", id="empty"),
+        pytest.param("I'm sorry, I can't summarize that.", "not a JSON object", id="invalid-json"),
+        pytest.param('["- a", "- b"]', "not a JSON object", id="json-array"),
+        pytest.param('{"pinned": {"project_id": "PRJ-9"}, "notes": "- x"}', 'has no "summary" text', id="no-summary"),
+        pytest.param('{"pinned": ["PRJ-9"], "summary": "- x"}', '"pinned" is not a JSON object', id="pinned-list"),
+    ],
+)
+async def test_unusable_summary_answer_keeps_summary_and_cursor_and_the_turn_runs(
+    langflow_db: LangflowDatabase, answer: Any, reason: str
+) -> None:
+    chat = scripted_session(FOLD_EACH_TURN, fold_script=[None, answer])
+    before = await fold_once_then(chat)
+
+    reply = await chat.say("Any other idea?")
+
+    assert reply.strip() == "Noted."
+    after = await state_of(chat)
+    assert_kept(before, after)
+    assert after.failed_folds == 1
+    status = chat.last_agent.status
+    assert "summary fold failed" in status
+    assert reason in status
+    history = history_texts(chat.model.agent_calls[-1])
+    # Nothing lost: the summary of the first exchange, then every later message verbatim.
+    assert history[0].startswith(SUMMARY_PREFIX)
+    assert "project_id: PRJ-123" in history[0]
+    assert history[1:] == [
+        "The deploy fails with error E001.",
+        "Noted.",
+        "It still fails after a restart.",
+        "Noted.",
+    ]
+
+
+async def test_summary_call_over_the_timeout_is_abandoned_and_the_turn_runs(langflow_db: LangflowDatabase) -> None:
+    chat = scripted_session({**FOLD_EACH_TURN, "summary_timeout": 0.2})
+    before = await fold_once_then(chat)
+    chat.model.fold_delay = 5.0
+
+    reply = await chat.say("Any other idea?")
+
+    assert reply.strip() == "Noted."
+    assert_kept(before, await state_of(chat))
+    status = chat.last_agent.status
+    assert "summary fold failed" in status
+    assert "TimeoutError" in status
+    assert "0.2 s" in status
+    assert len(history_texts(chat.model.agent_calls[-1])) == 5
+
+
+async def test_pinned_values_of_the_wrong_type_are_ignored_and_the_rest_of_the_fold_is_kept(
+    langflow_db: LangflowDatabase, caplog: pytest.LogCaptureFixture
+) -> None:
+    answer = json.dumps({"pinned": {"project_id": {"id": "PRJ-9"}, "cluster": ["US cluster"]}, "summary": "- new"})
+    chat = scripted_session(FOLD_EACH_TURN, fold_script=[None, answer])
+    before = await fold_once_then(chat)
+
+    with caplog.at_level(logging.INFO, logger="langflow_summarizing_agent"):
+        await chat.say("Any other idea?")
+
+    after = await state_of(chat)
+    assert after.pinned == before.pinned
+    assert after.summary == "- new"
+    assert after.folded_count == before.folded_count + 2
+    assert "Ignoring pinned value of type dict for key 'project_id'" in caplog.text
+    assert "Ignoring pinned value of type list for key 'cluster'" in caplog.text
+
+
+# The database fails
+
+
+async def execute(*statements: str) -> None:
+    """DDL through Langflow's own engine: a blocking connection beside it would stall the event loop's readers."""
+    from langflow.services.deps import session_scope
+
+    async with session_scope() as session:
+        for statement in statements:
+            await session.exec(sa.text(statement))
+
+
+@asynccontextmanager
+async def state_table_renamed() -> AsyncIterator[None]:
+    """The state table is missing, as after a botched restore, until the block ends."""
+    away = f"{TABLE_NAME}_away"
+    await execute(f"ALTER TABLE {TABLE_NAME} RENAME TO {away}")
+    try:
+        yield
+    finally:
+        await execute(f"ALTER TABLE {away} RENAME TO {TABLE_NAME}")
+
+
+@asynccontextmanager
+async def state_saves_fail(langflow_db: LangflowDatabase, session_id: str) -> AsyncIterator[None]:
+    """Every update of this session's state row fails inside the database, until the block ends."""
+    name = f"fail_save_{uuid.uuid4().hex[:8]}"
+    if langflow_db.backend == "sqlite":
+        await execute(
+            f"CREATE TRIGGER {name} BEFORE UPDATE ON {TABLE_NAME} WHEN NEW.session_id = '{session_id}' "
+            "BEGIN SELECT RAISE(ABORT, 'simulated write failure'); END"
+        )
+        drop = [f"DROP TRIGGER {name}"]
+    else:
+        await execute(
+            f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'simulated write failure'; END $$",
+            f"CREATE TRIGGER {name} BEFORE UPDATE ON {TABLE_NAME} FOR EACH ROW "
+            f"WHEN (NEW.session_id = '{session_id}') EXECUTE FUNCTION {name}()",
+        )
+        drop = [f"DROP TRIGGER {name} ON {TABLE_NAME}", f"DROP FUNCTION {name}()"]
+    try:
+        yield
+    finally:
+        await execute(*drop)
+
+
+def assert_stock_last_n(chat: ChatSession) -> None:
+    """The turn ran on the stock Agent's history: the last `n_messages - 1` stored messages, no summary."""
+    assert history_texts(chat.model.agent_calls[-1]) == ["It still fails after a restart.", "Noted."]
+
+
+async def test_state_read_failure_falls_back_to_last_n_and_logs_the_error(
+    langflow_db: LangflowDatabase, caplog: pytest.LogCaptureFixture
+) -> None:
+    chat = scripted_session(FOLD_EACH_TURN)
+    before = await fold_once_then(chat)
+
+    async with state_table_renamed():
+        with caplog.at_level(logging.ERROR, logger="langflow_summarizing_agent"):
+            reply = await chat.say("Any other idea?")
+
+    assert reply.strip() == "Noted."
+    assert_stock_last_n(chat)
+    assert "session memory unavailable" in chat.last_agent.status
+    assert "session memory failed" in caplog.text
+    assert TABLE_NAME in caplog.text
+    assert_kept(before, await state_of(chat))
+
+
+async def test_a_state_save_failure_counts_as_a_failed_fold_and_backs_off(
+    langflow_db: LangflowDatabase, caplog: pytest.LogCaptureFixture
+) -> None:
+    chat = scripted_session(FOLD_EACH_TURN)
+    before = await fold_once_then(chat)
+    folds = len(chat.model.fold_calls)
+
+    async with state_saves_fail(langflow_db, chat.session_id):
+        with caplog.at_level(logging.WARNING, logger="langflow_summarizing_agent"):
+            reply = await chat.say("Any other idea?")
+
+    assert reply.strip() == "Noted."
+    assert len(chat.model.fold_calls) == folds + 1
+    status = chat.last_agent.status
+    assert "the summary could not be saved" in status
+    assert "counted as failed fold 1" in status
+    assert "simulated write failure" in caplog.text
+    assert_kept(before, await state_of(chat))
+    # Nothing lost: the stored summary, then every later message verbatim.
+    history = history_texts(chat.model.agent_calls[-1])
+    assert history[0].startswith(SUMMARY_PREFIX)
+    assert history[1:] == [
+        "The deploy fails with error E001.",
+        "Noted.",
+        "It still fails after a restart.",
+        "Noted.",
+    ]
+
+    # The database is back, but the back-off holds: no summary call until it ends, and the status says so.
+    await chat.say("And now?")
+    assert len(chat.model.fold_calls) == folds + 1
+    assert "next try after" in chat.last_agent.status
+    # /compact does not wait for the back-off.
+    await chat.say("/compact")
+    assert (await state_of(chat)).folded_count > before.folded_count

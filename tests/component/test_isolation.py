@@ -1,0 +1,112 @@
+"""Isolation: another user, another flow or another context id never reads, overwrites or deletes a state row.
+
+Through the component (graph runs on Langflow's services, SQLite and Postgres) and through the data functions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from langflow_summarizing_agent.fold import SUMMARY_PREFIX
+from langflow_summarizing_agent.models import SessionMemoryStateTable
+from langflow_summarizing_agent.session_memory import LangflowStore
+from langflow_summarizing_agent.state import MemoryState
+from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession
+from tests.support.langflow_db import LangflowDatabase, MemoryScope
+
+STATE = SessionMemoryStateTable.__table__
+VICTIM_TURNS = ["I'm on project PRJ-123 on the EU cluster.", "The deploy fails.", "Still failing.", "Any idea?"]
+INTRUDER_TURNS = ["I'm on project PRJ-999 on the US cluster.", "Show me what you know.", "Everything?", "Sure?"]
+
+
+async def state_rows_of_session(session_id: str) -> list[dict[str, Any]]:
+    """Every state row with this session id, whoever owns it, read directly."""
+    from langflow.services.deps import session_scope
+
+    async with session_scope() as session:
+        rows = await session.exec(sa.select(STATE).where(STATE.c.session_id == session_id).order_by(STATE.c.id))
+        return [dict(row._mapping) for row in rows]
+
+
+def sent_text(chat: ChatSession) -> str:
+    return "\n".join(str(message.content) for call in chat.model.calls for message in call)
+
+
+# Through the component
+
+
+@pytest.mark.parametrize("other", ["user", "flow", "context"])
+async def test_another_user_flow_or_context_on_the_same_session_id_never_touches_the_state_row(
+    langflow_db: LangflowDatabase, other: str
+) -> None:
+    victim = ChatSession(settings=FOLD_EACH_TURN, context_id="ctx-a" if other == "context" else None)
+    for text in VICTIM_TURNS:
+        await victim.say(text)
+    [victim_row] = await state_rows_of_session(victim.session_id)
+    assert victim_row["pinned"] == {"project_id": "PRJ-123", "cluster": "EU cluster"}
+    assert victim_row["context_id"] == (victim.context_id or "")
+
+    different = {"user": {"user_id": uuid.uuid4()}, "flow": {"flow_id": uuid.uuid4()}, "context": {}}[other]
+    intruder = replace(
+        victim,
+        recorder_name=f"rec-{uuid.uuid4().hex[:8]}",
+        context_id="ctx-b" if other == "context" else None,
+        last_agent=None,
+        **different,
+    )
+    for text in INTRUDER_TURNS:
+        await intruder.say(text)
+
+    assert intruder.model.fold_calls, "the intruder folded its own messages"
+    assert "PRJ-123" not in sent_text(intruder), "never reads the victim's messages or summary"
+    rows = await state_rows_of_session(victim.session_id)
+    assert len(rows) == 2
+    assert victim_row in rows, "the victim's row is neither overwritten nor deleted"
+    [intruder_row] = [row for row in rows if row["id"] != victim_row["id"]]
+    assert intruder_row["pinned"] == {"project_id": "PRJ-999", "cluster": "US cluster"}
+
+    await victim.say("Which cluster again?")
+    summary = str(victim.model.agent_calls[-1][1].content)
+    assert summary.startswith(SUMMARY_PREFIX)
+    assert "PRJ-123" in summary
+    assert "PRJ-999" not in sent_text(victim)
+
+
+# Through the data functions
+
+
+@pytest.mark.parametrize("other", ["user", "flow", "context"])
+async def test_the_store_never_crosses_user_flow_or_context(
+    memory_scope: MemoryScope, insert_messages, other: str
+) -> None:
+    store = LangflowStore()
+    owner = memory_scope.kwargs(context_id="ctx-a")
+    intruder = {
+        "user": memory_scope.kwargs(context_id="ctx-a", user_id=uuid.uuid4()),
+        "flow": memory_scope.kwargs(context_id="ctx-a", flow_id=uuid.uuid4()),
+        "context": memory_scope.kwargs(context_id="ctx-b"),
+    }[other]
+    for ids in (owner, intruder):
+        scope = MemoryScope(ids["flow_id"], ids["user_id"], ids["session_id"])
+        await insert_messages(scope, [(datetime.now(timezone.utc), "hello")], context_id=ids["context_id"])
+    assert await store.session(**owner).save_state(MemoryState(summary="owner's"), expected_version=0)
+    owners = await store.session(**owner).load_state()
+
+    assert await store.session(**intruder).load_state() == MemoryState()
+    hijack = replace(owners, summary="hijack")
+    assert not await store.session(**intruder).save_state(hijack, expected_version=owners.version)
+    if other != "context":
+        # A purge covers every context of a session by design; it only ever reaches the caller's flow and owner.
+        purge = {"flow_id": intruder["flow_id"], "user_id": intruder["user_id"]}
+        assert await store.purge_sessions(**purge, session_ids=[memory_scope.session_id]) == 0
+    assert await store.session(**intruder).save_state(MemoryState(summary="own"), expected_version=0)
+
+    stored = await store.session(**owner).load_state()
+    assert (stored.summary, stored.version) == ("owner's", 1)
+    assert (await store.session(**intruder).load_state()).summary == "own"

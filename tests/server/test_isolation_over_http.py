@@ -1,0 +1,71 @@
+"""Isolation over HTTP: another user never reads, resets or deletes a state row, through the state API and the
+monitor's delete route of a real `langflow run`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from langflow_summarizing_agent.api import ROUTE_PREFIX
+from tests.support.server_chat import ServerChat, state_rows
+from tests.support.server_fixtures import LangflowServer
+
+
+# Through the HTTP API and the monitor's delete route
+
+
+def state_url(session_id: str) -> str:
+    return f"{ROUTE_PREFIX}/sessions/{session_id}/state"
+
+
+@pytest.fixture(scope="module")
+def two_owners(langflow_server: LangflowServer) -> tuple[ServerChat, ServerChat, Any]:
+    """The superuser's flow and another user's flow, both Summarizing Agent flows on the shared server."""
+    owner = ServerChat.create(langflow_server, langflow_server.superuser_token, langflow_server.superuser_api_key)
+    other = langflow_server.create_user()
+    intruder = ServerChat.create(langflow_server, other.token, langflow_server.create_api_key(other.token))
+    return owner, intruder, other
+
+
+def test_another_user_reads_resets_and_deletes_only_their_own_state_over_http(
+    two_owners: tuple[ServerChat, ServerChat, Any],
+) -> None:
+    owner, intruder, intruder_user = two_owners
+    session_id = owner.new_session()
+    [owner_row] = state_rows(owner.server, owner.flow_id, session_id)
+    for turn in range(1, 4):
+        reply = intruder.say(session_id, f"intruder turn {turn}")
+        assert f"{session_id}-" not in reply, "the intruder's agent never sees the owner's messages or summary"
+    [intruder_row] = state_rows(intruder.server, intruder.flow_id, session_id)
+    assert str(intruder_row["user_id"]) == intruder_user.id
+
+    with intruder.server.client(token=intruder.token) as client:
+        foreign = [
+            client.get(state_url(session_id), params={"flow_id": owner.flow_id}),
+            client.delete(state_url(session_id), params={"flow_id": owner.flow_id}),
+            client.delete(state_url(session_id), params={"flow_id": owner.flow_id, "context_id": ""}),
+        ]
+        own = client.get(state_url(session_id), params={"flow_id": intruder.flow_id})
+    assert [response.status_code for response in foreign] == [404, 404, 404]
+    assert own.status_code == 200, own.text
+    [seen] = own.json()["states"]
+    assert seen["user_id"] == intruder_user.id
+    assert f"{session_id}-" not in seen["summary"]
+
+    with owner.server.client(token=owner.token) as client:
+        other_context = client.delete(state_url(session_id), params={"flow_id": owner.flow_id, "context_id": "ctx"})
+    assert other_context.json()["deleted"] == 0
+
+    with intruder.server.client(token=intruder.token) as client:
+        own_reset = client.delete(state_url(session_id), params={"flow_id": intruder.flow_id})
+        intruder.say(session_id, "intruder turn 4")
+        intruder.say(session_id, "intruder turn 5")
+        deleted = client.delete(f"/api/v1/monitor/messages/session/{session_id}")
+    assert own_reset.json()["deleted"] == 1
+    assert deleted.status_code == 204, deleted.text
+    assert intruder.messages(session_id) == []
+    assert state_rows(intruder.server, intruder.flow_id, session_id) == []
+
+    assert state_rows(owner.server, owner.flow_id, session_id) == [owner_row]
+    assert len(owner.messages(session_id)) == 4

@@ -1,0 +1,100 @@
+"""A real `langflow run` server serves the extension bundle's component, with every stock Agent input and output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.server_fixtures import LangflowServer
+
+EXTENSION_ID = "langflow-summarizing-agent"
+BUNDLE_NAME = "summarizing_agent"
+STOCK_AGENT_CATEGORY = "models_and_agents"
+STOCK_AGENT_NAME = "Agent"
+
+# What makes an input that input; `info` texts and similar presentation details may be reworded.
+INPUT_IDENTITY_FIELDS = ("name", "_input_type", "type", "display_name", "advanced", "list", "required", "value")
+
+
+@pytest.fixture(scope="module")
+def served_components(langflow_server: LangflowServer) -> dict[str, Any]:
+    """The component catalog the server hands to the canvas: `{category: {component key: frontend node}}`."""
+    with langflow_server.client(token=langflow_server.superuser_token) as client:
+        response = client.get("/api/v1/all")
+    response.raise_for_status()
+    return response.json()
+
+
+@pytest.fixture(scope="module")
+def served_summarizing_agent(served_components: dict[str, Any]) -> dict[str, Any]:
+    bundle = served_components.get(BUNDLE_NAME, {})
+    agents = [node for node in bundle.values() if node.get("name") == "SummarizingAgent"]
+    assert len(agents) == 1, f"bundle {BUNDLE_NAME!r} serves {sorted(bundle)}"
+    return agents[0]
+
+
+@pytest.fixture(scope="module")
+def served_stock_agent(served_components: dict[str, Any]) -> dict[str, Any]:
+    return served_components[STOCK_AGENT_CATEGORY][STOCK_AGENT_NAME]
+
+
+def test_server_lists_the_summarizing_agent_under_our_bundle(served_summarizing_agent: dict[str, Any]) -> None:
+    assert served_summarizing_agent["display_name"] == "Summarizing Agent"
+    assert served_summarizing_agent["extension"] == EXTENSION_ID
+    assert served_summarizing_agent["bundle"] == BUNDLE_NAME
+    assert served_summarizing_agent["metadata"]["component_class_name"] == "SummarizingAgentComponent"
+
+
+def test_summarize_older_messages_is_a_switch_on_the_node_and_on_by_default(
+    served_summarizing_agent: dict[str, Any],
+) -> None:
+    switch = served_summarizing_agent["template"]["summarize_older_messages"]
+    assert switch["display_name"] == "Summarize Older Messages"
+    assert switch["type"] == "bool"
+    assert switch["advanced"] is False
+    assert switch["show"] is True
+    assert switch["value"] is True
+    assert switch["real_time_refresh"] is True
+
+
+def test_pinned_keys_is_a_list_on_the_node(served_summarizing_agent: dict[str, Any]) -> None:
+    pinned_keys = served_summarizing_agent["template"]["pinned_keys"]
+    assert pinned_keys["display_name"] == "Pinned Keys"
+    assert pinned_keys["list"] is True
+    assert pinned_keys["advanced"] is False
+    assert pinned_keys["show"] is True
+
+
+def test_every_stock_agent_input_is_served_unchanged(
+    served_summarizing_agent: dict[str, Any], served_stock_agent: dict[str, Any]
+) -> None:
+    ours = served_summarizing_agent["template"]
+    stock_inputs = {
+        name: field
+        for name, field in served_stock_agent["template"].items()
+        if isinstance(field, dict) and name != "code"
+    }
+    assert len(stock_inputs) > 10
+    assert sorted(set(stock_inputs) - set(ours)) == []
+    for name, stock_field in stock_inputs.items():
+        identity = {key: stock_field.get(key) for key in INPUT_IDENTITY_FIELDS}
+        assert {key: ours[name].get(key) for key in INPUT_IDENTITY_FIELDS} == identity, name
+
+
+def test_stock_agent_inputs_keep_their_order_before_the_new_ones(
+    served_summarizing_agent: dict[str, Any], served_stock_agent: dict[str, Any]
+) -> None:
+    stock_order = served_stock_agent["field_order"]
+    assert served_summarizing_agent["field_order"][: len(stock_order)] == stock_order
+    added = served_summarizing_agent["field_order"][len(stock_order) :]
+    assert {"summarize_older_messages", "pinned_keys"} <= set(added)
+
+
+def test_stock_agent_outputs_are_served_unchanged(
+    served_summarizing_agent: dict[str, Any], served_stock_agent: dict[str, Any]
+) -> None:
+    def outputs(node: dict[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
+        return [(output["name"], output["method"], tuple(output["types"])) for output in node["outputs"]]
+
+    assert outputs(served_summarizing_agent) == outputs(served_stock_agent)

@@ -1,0 +1,80 @@
+"""Settings set by an API tweak or written into a flow take effect whether or not the canvas shows them.
+
+Langflow leaves out the value of a hidden field when it builds a flow. The summary settings are hidden while the
+switch is off, and flows saved by earlier versions of this package store them hidden. Each test runs a flow on the
+shared real server with Fold Batch 2, Number of Chat History Messages 3 and no History Token Budget, where the defaults
+(8, 100, 7,000) would not fold in two turns: a state row that covers the first exchange after the second turn shows
+the settings were used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.server_chat import (
+    FAST_FOLDS,
+    TURNS_TO_FIRST_STATE,
+    ServerChat,
+    agent_template,
+    state_rows,
+    summarizing_flow_data,
+)
+from tests.support.server_fixtures import LangflowServer
+
+DEFAULTS = {"n_messages": 100, "fold_batch": 8, "history_token_budget": 7_000}
+SUMMARY_SETTINGS = ("pinned_keys", "fold_batch", "summary_words", "history_token_budget", "max_folds_per_turn")
+
+
+def _hidden(data: dict[str, Any], *, saved_by_an_earlier_version: bool = False) -> dict[str, Any]:
+    """`data` with the summary settings hidden, as the canvas stores them while the switch is off."""
+    template = agent_template(data)
+    for name in SUMMARY_SETTINGS:
+        template[name]["show"] = False
+        if saved_by_an_earlier_version:
+            template[name].pop("override_skip", None)
+    return data
+
+
+def _folded_after_two_turns(chat: ServerChat, tweaks: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    session_id = "settings-session"
+    for turn in range(1, TURNS_TO_FIRST_STATE + 1):
+        chat.say(session_id, f"{session_id}-{turn}", tweaks=tweaks)
+    return state_rows(chat.server, chat.flow_id, session_id)
+
+
+@pytest.fixture
+def owner(langflow_server: LangflowServer) -> tuple[LangflowServer, str, str]:
+    return langflow_server, langflow_server.superuser_token, langflow_server.superuser_api_key
+
+
+def test_api_tweaks_of_hidden_settings_take_effect(owner):
+    switched_off = _hidden(summarizing_flow_data(**DEFAULTS, summarize_older_messages=False))
+    chat = ServerChat.create(*owner, data=switched_off)
+
+    rows = _folded_after_two_turns(chat, tweaks={"agent": FAST_FOLDS})
+
+    assert [row["absorbed_count"] for row in rows] == [2]
+
+
+def test_a_flow_file_with_hidden_settings_runs_with_them(owner):
+    chat = ServerChat.create(*owner, data=_hidden(summarizing_flow_data()))
+
+    assert [row["absorbed_count"] for row in _folded_after_two_turns(chat)] == [2]
+
+
+def test_a_flow_saved_by_an_earlier_version_runs_with_its_hidden_settings(owner):
+    chat = ServerChat.create(*owner, data=_hidden(summarizing_flow_data(), saved_by_an_earlier_version=True))
+
+    assert [row["absorbed_count"] for row in _folded_after_two_turns(chat)] == [2]
+
+
+def test_a_saved_flow_with_the_switch_off_stays_off(owner):
+    data = summarizing_flow_data(summarize_older_messages=False)
+    chat = ServerChat.create(*owner, data=_hidden(data, saved_by_an_earlier_version=True))
+
+    assert _folded_after_two_turns(chat) == []
+    with chat.server.client(token=chat.token) as client:
+        stored = client.get(f"/api/v1/flows/{chat.flow_id}").raise_for_status().json()
+    assert agent_template(stored["data"])["summarize_older_messages"]["value"] is False

@@ -1,0 +1,237 @@
+"""Many runs on one session at once over HTTP, on a real `langflow run` with two workers on one Postgres database
+(folds after the reply, one at a time per session across workers): every run completes, no fold is lost or applied
+twice, versions only go up, and no summary call is wasted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from lfx.components.input_output import ChatInput, ChatOutput
+from lfx.graph import Graph
+
+from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import (
+    SUMMARY_FIELDS,
+    SummarizingAgentComponent,
+)
+from tests.support.agent_runs import QUIET_AGENT
+from tests.support.fake_chat_model import FakeChatModelComponent, folded_texts
+from tests.support.flow_files import read_records
+from tests.support.postgres_database import fresh_postgres_database
+from tests.support.server_fixtures import LangflowServer, running_langflow_server
+
+CONCURRENT_RUNS = 16
+# How long concurrent rounds go on until one is spread over both workers (a worker boots Langflow on its own).
+WORKER_SPREAD_TIMEOUT = 180.0
+FOLDS_QUIET_SECONDS = 2.0
+FOLDS_SETTLE_TIMEOUT = 60.0
+# A small window and batch make nearly every turn fold, so concurrent turns race on the same state row.
+FOLD_OFTEN = {
+    "summarize_older_messages": True,
+    "n_messages": 2,
+    "fold_batch": 2,
+    "history_token_budget": 0,
+}
+
+STATE_SQL = """
+SELECT version, absorbed_count, summary, covered_until_message_id
+FROM session_memory_state WHERE flow_id = :flow_id AND session_id = :session_id
+"""
+MESSAGE_SQL = "SELECT sender, text FROM message WHERE id = :id"
+
+
+def check_fold_bookkeeping(engine: sa.Engine, flow_id: uuid.UUID, session_id: str) -> dict[str, Any]:
+    """One state row; its summary, written by a model that lists every message it folds, names each folded message
+    once; `absorbed_count` is their number and the cursor is the newest of them."""
+    ids = {"flow_id": _id(engine, flow_id), "session_id": session_id}
+    with engine.connect() as connection:
+        rows = connection.execute(sa.text(STATE_SQL), ids).mappings().all()
+        assert len(rows) == 1, f"expected one state row, found {len(rows)}"
+        state = dict(rows[0])
+        assert state["covered_until_message_id"] is not None, "nothing was folded"
+        cursor = connection.execute(sa.text(MESSAGE_SQL), {"id": _id(engine, state["covered_until_message_id"])}).one()
+    folded = folded_texts(state["summary"])
+    # A reply is stored empty while its run is still streaming; a fold may read it then.
+    texts = [text for text in folded if text.strip()]
+    assert len(texts) == len(set(texts)), f"a message was folded twice: {folded}"
+    assert state["absorbed_count"] == len(folded), f"absorbed {state['absorbed_count']}, folded {folded}"
+    assert cursor.text.strip() == folded[-1].strip() or (not folded[-1].strip() and cursor.sender != "User"), (
+        f"the cursor is at {cursor.text!r}, the newest folded message is {folded[-1]!r}"
+    )
+    return state
+
+
+def _id(engine: sa.Engine, value: Any) -> Any:
+    # SQLite stores UUIDs as 32 hex digits without dashes; Postgres has a uuid type.
+    as_uuid = value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    return as_uuid.hex if engine.dialect.name == "sqlite" else as_uuid
+
+
+class StateWatch:
+    """Polls the state row in a thread while runs are in flight; `seen` keeps each (version, absorbed_count)."""
+
+    def __init__(self, engine: sa.Engine, flow_id: uuid.UUID, session_id: str) -> None:
+        self.engine = engine
+        self.ids = {"flow_id": _id(engine, flow_id), "session_id": session_id}
+        self.seen: list[tuple[int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> StateWatch:
+        self._read()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._read()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self._read()
+            time.sleep(0.005)
+
+    def _read(self) -> None:
+        with self.engine.connect() as connection:
+            row = connection.execute(sa.text(STATE_SQL), self.ids).first()
+        if row is not None and (not self.seen or self.seen[-1] != (row.version, row.absorbed_count)):
+            self.seen.append((row.version, row.absorbed_count))
+
+    def assert_only_moved_forward(self, final: dict[str, Any]) -> None:
+        """Each save bumped the version, and none undid a fold saved before it."""
+        versions = [version for version, _ in self.seen]
+        assert versions == sorted(set(versions)), f"the version went down or was saved twice: {self.seen}"
+        absorbed = [count for _, count in self.seen]
+        assert absorbed == sorted(absorbed), f"a saved fold was undone: {self.seen}"
+        assert self.seen[-1] == (final["version"], final["absorbed_count"])
+        assert len(self.seen) > 1, "no state was saved while the runs were in flight"
+
+
+# Two workers on one Postgres database, over HTTP
+
+
+@pytest.fixture(scope="module")
+def two_worker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangflowServer]:
+    """A `langflow run` with two workers on a fresh Postgres database (CI=true fails without Postgres)."""
+    work_dir = tmp_path_factory.mktemp("langflow-two-workers")
+    with (
+        fresh_postgres_database("summarizing_agent_concurrency") as database_url,
+        running_langflow_server(work_dir, database_url, workers=2) as server,
+    ):
+        yield server
+
+
+def summarizing_flow(record_path: Path, **agent_settings: Any) -> dict[str, Any]:
+    """Chat Input -> Summarizing Agent (offline model recording to `record_path`) -> Chat Output, as the JSON
+    `POST /api/v1/flows/` takes."""
+    chat_input = ChatInput(_id="chat_input")
+    model = FakeChatModelComponent(_id="offline_model")
+    model.set(
+        reply="Noted:",
+        echo="question",
+        worker_name=True,
+        fold_answer="list",
+        # Summary calls as slow as a provider's: folds started by both workers overlap, so without the session's
+        # fold lock across workers a summary call is thrown away (seen: 6 calls, 2 wasted).
+        fold_delay=1.0,
+        record_path=str(record_path),
+    )
+    agent = SummarizingAgentComponent(_id="agent")
+    agent.set(model=model.build_model, input_value=chat_input.message_response, **{**QUIET_AGENT, **agent_settings})
+    chat_output = ChatOutput(_id="chat_output")
+    chat_output.set(input_value=agent.message_response)
+    flow = Graph(chat_input, chat_output).dump(name=f"concurrency-{uuid.uuid4().hex[:8]}")
+    # The server builds only shown fields; the canvas shows these once the switch is on (update_build_config).
+    template = next(node for node in flow["data"]["nodes"] if node["id"] == "agent")["data"]["node"]["template"]
+    for field in SUMMARY_FIELDS:
+        template[field]["show"] = True
+    return flow
+
+
+def run_turn(server: LangflowServer, api_key: str, flow_id: str, session_id: str, text: str) -> str:
+    # A client per request: a kept-alive connection would stick to one worker.
+    with server.client(api_key=api_key) as client:
+        response = client.post(
+            f"/api/v1/run/{flow_id}",
+            json={"input_value": text, "input_type": "chat", "output_type": "chat", "session_id": session_id},
+        )
+    assert response.status_code == 200, response.text[:2000]
+    return response.json()["outputs"][0]["outputs"][0]["results"]["message"]["text"]
+
+
+def worker_of(reply: str) -> str:
+    """The worker process that answered, as the fake chat model names it at the end of its reply."""
+    return reply.rsplit("worker ", 1)[-1].rstrip("]")
+
+
+def concurrent_round(server: LangflowServer, api_key: str, flow_id: str, session_id: str, round_: int) -> set[str]:
+    """`CONCURRENT_RUNS` runs on one session at once; every one completes with its own answer. Returns their workers."""
+    questions = [f"concurrent question {round_}.{n}" for n in range(CONCURRENT_RUNS)]
+    with ThreadPoolExecutor(CONCURRENT_RUNS) as pool:
+        replies = list(pool.map(lambda text: run_turn(server, api_key, flow_id, session_id, text), questions))
+    for question, reply in zip(questions, replies, strict=True):
+        assert reply.startswith(f"Noted: {question} "), reply
+    return {worker_of(reply) for reply in replies}
+
+
+@pytest.mark.server
+@pytest.mark.postgres
+def test_concurrent_runs_on_two_workers_fold_each_message_once(
+    two_worker_server: LangflowServer, tmp_path: Path
+) -> None:
+    server = two_worker_server
+    record_path = tmp_path / "calls.jsonl"
+    with server.client(token=server.superuser_token) as client:
+        created = client.post("/api/v1/flows/", json=summarizing_flow(record_path, **FOLD_OFTEN))
+    assert created.status_code in {200, 201}, created.text[:2000]
+    flow_id = created.json()["id"]
+    api_key = server.superuser_api_key
+    session_id = f"session-{uuid.uuid4().hex[:8]}"
+    for n in range(3):
+        run_turn(server, api_key, flow_id, session_id, f"warm-up question {n}")
+
+    engine = sa.create_engine(server.database_url, poolclass=sa.pool.NullPool)
+    try:
+        with StateWatch(engine, uuid.UUID(flow_id), session_id) as watch:
+            # The health check answers once one worker is up; the other may still be booting, and an idle pair may
+            # leave a round to one of them. Rounds go on until one round's runs were spread over both workers.
+            deadline = time.monotonic() + WORKER_SPREAD_TIMEOUT
+            rounds = [concurrent_round(server, api_key, flow_id, session_id, 0)]
+            while len(rounds[-1]) < 2 and time.monotonic() < deadline:
+                rounds.append(concurrent_round(server, api_key, flow_id, session_id, len(rounds)))
+        assert len(rounds[-1]) == 2, f"no round of runs was spread over two workers in {len(rounds)} rounds: {rounds}"
+        state = check_fold_bookkeeping(engine, uuid.UUID(flow_id), session_id)
+
+        run_turn(server, api_key, flow_id, session_id, "one more question once the dust has settled")
+        settled = wait_until_folds_end(engine, uuid.UUID(flow_id), session_id)
+    finally:
+        engine.dispose()
+    watch.assert_only_moved_forward(state)
+    assert settled["version"] >= state["version"]
+    assert settled["absorbed_count"] >= state["absorbed_count"]
+    folds = [record for record in read_records(record_path) if record["kind"] == "fold"]
+    wasted = len(folds) - settled["version"]
+    print(f"{len(folds)} summary calls, {settled['version']} saved, {wasted} wasted")
+    assert wasted == 0, f"{wasted} of {len(folds)} summary calls were thrown away"
+
+
+def wait_until_folds_end(engine: sa.Engine, flow_id: uuid.UUID, session_id: str) -> dict[str, Any]:
+    """The state once no fold has saved for a while: folds run after the reply, so one may still be running."""
+    state = check_fold_bookkeeping(engine, flow_id, session_id)
+    deadline = time.monotonic() + FOLDS_SETTLE_TIMEOUT
+    while time.monotonic() < deadline:
+        time.sleep(FOLDS_QUIET_SECONDS)
+        latest = check_fold_bookkeeping(engine, flow_id, session_id)
+        if latest["version"] == state["version"]:
+            return latest
+        state = latest
+    pytest.fail(f"folds still saving after {FOLDS_SETTLE_TIMEOUT} s")

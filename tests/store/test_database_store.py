@@ -1,0 +1,435 @@
+"""What only the database store has: row locks, the unique key, Langflow's graph scope, one-statement turns.
+
+The rules every store keeps (scope, cursor, ties, compare-and-swap, purge, rename) are in `test_store_contract.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from langflow_summarizing_agent import session_memory as sm
+from langflow_summarizing_agent.models import SessionMemoryStateTable
+from langflow_summarizing_agent.state import Cursor, HeldScopes, MemoryState
+from tests.support.langflow_db import LangflowDatabase, MemoryScope, stored_state
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+@contextmanager
+def graph_run(flow_id: uuid.UUID | None, owner_id: uuid.UUID | None) -> Iterator[None]:
+    """The ambient scope Langflow binds around a component's build (`get_instance_results`)."""
+    from lfx.memory.flow_context import (
+        reset_current_flow_id,
+        reset_current_message_owner_id,
+        set_current_flow_id,
+        set_current_message_owner_id,
+    )
+
+    flow_token = set_current_flow_id(None if flow_id is None else str(flow_id))
+    owner_token = set_current_message_owner_id(owner_id)
+    try:
+        yield
+    finally:
+        reset_current_message_owner_id(owner_token)
+        reset_current_flow_id(flow_token)
+
+
+def store_of(ids: dict, **extra) -> sm.LangflowSessionStore:
+    return sm.LangflowStore().session(**ids, **extra)
+
+
+async def save(ids: dict, state: MemoryState, expected_version: int) -> bool:
+    return await store_of(ids).save_state(state, expected_version=expected_version)
+
+
+def sync_engine(langflow_db: LangflowDatabase) -> sa.Engine:
+    return sa.create_engine(langflow_db.url, poolclass=sa.pool.NullPool)
+
+
+async def _wait_for_lock_waiters(admin: psycopg.AsyncConnection, count: int) -> None:
+    for _ in range(200):
+        cursor = await admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        row = await cursor.fetchone()
+        if row is not None and row[0] >= count:
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail(f"expected {count} writers waiting on a row lock; they never queued")
+
+
+def _libpq_url(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("langflow_db", ["postgres"], indirect=True)
+async def test_postgres_writers_racing_on_one_version(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
+) -> None:
+    """Two writers on two connections, both in flight on the same version: one wins, the other sees False."""
+    await insert_messages(memory_scope, [(at(0), "hello")])
+    base = MemoryState(summary="base")
+    assert await save(memory_scope.kwargs(), base, 0)
+
+    async with (
+        await psycopg.AsyncConnection.connect(_libpq_url(langflow_db.url)) as blocker,
+        await psycopg.AsyncConnection.connect(_libpq_url(langflow_db.url), autocommit=True) as observer,
+    ):
+        # Hold the row so both writers are provably inside their UPDATE before either can finish.
+        await blocker.execute(
+            "SELECT id FROM session_memory_state WHERE flow_id = %s AND session_id = %s FOR UPDATE",
+            (memory_scope.flow_id, memory_scope.session_id),
+        )
+        writers = [
+            asyncio.create_task(save(memory_scope.kwargs(), dataclasses.replace(base, summary=f"writer {n}"), 1))
+            for n in range(2)
+        ]
+        await _wait_for_lock_waiters(observer, 2)
+        await blocker.rollback()
+        results = await asyncio.gather(*writers)
+
+    assert sorted(results) == [False, True]
+    loser_view = await stored_state(**memory_scope.kwargs())
+    assert loser_view is not None
+    assert (loser_view.version, loser_view.summary) == (2, f"writer {results.index(True)}")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("langflow_db", ["postgres"], indirect=True)
+async def test_postgres_first_inserts_racing(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
+) -> None:
+    """Two first inserts of one scope, both waiting on the unique key: one row, one True."""
+    await insert_messages(memory_scope, [(at(0), "hello")])
+    async with (
+        await psycopg.AsyncConnection.connect(_libpq_url(langflow_db.url)) as blocker,
+        await psycopg.AsyncConnection.connect(_libpq_url(langflow_db.url), autocommit=True) as observer,
+    ):
+        # An uncommitted insert of the same key makes both writers wait on the unique index.
+        await blocker.execute(
+            "INSERT INTO session_memory_state (id, flow_id, user_id, session_id, context_id, summary, pinned,"
+            " absorbed_count, version, failed_folds, created_at, updated_at)"
+            " VALUES (%s, %s, %s, %s, '', '', '{}', 0, 1, 0, now(), now())",
+            (uuid.uuid4(), memory_scope.flow_id, memory_scope.user_id, memory_scope.session_id),
+        )
+        writers = [
+            asyncio.create_task(save(memory_scope.kwargs(), MemoryState(summary=f"writer {n}"), 0)) for n in range(2)
+        ]
+        await _wait_for_lock_waiters(observer, 2)
+        await blocker.rollback()
+        results = await asyncio.gather(*writers)
+
+    assert sorted(results) == [False, True]
+    stored = await stored_state(**memory_scope.kwargs())
+    assert stored is not None
+    assert (stored.version, stored.summary) == (1, f"writer {results.index(True)}")
+
+
+async def test_database_refuses_a_second_no_context_row(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
+) -> None:
+    await insert_messages(memory_scope, [(at(0), "hello")])
+    assert await save(memory_scope.kwargs(), MemoryState(), 0)
+    now = datetime.now(timezone.utc)
+    duplicate = {
+        "id": uuid.uuid4(),
+        "flow_id": memory_scope.flow_id,
+        "user_id": memory_scope.user_id,
+        "session_id": memory_scope.session_id,
+        "summary": "",
+        "pinned": {},
+        "folded_count": 0,
+        "version": 1,
+        "failed_folds": 0,
+        "created_at": now,
+        "updated_at": now,
+    }
+    engine = sync_engine(langflow_db)
+    try:
+        # context_id left out: the column default ('') applies, as for any writer that does not set it.
+        with pytest.raises(IntegrityError), engine.begin() as connection:
+            connection.execute(sa.insert(SessionMemoryStateTable.__table__).values(duplicate))
+    finally:
+        engine.dispose()
+
+
+async def test_graph_run_cannot_widen_flow_or_owner(memory_scope: MemoryScope, insert_messages) -> None:
+    await insert_messages(memory_scope, [(at(0), "hello"), (at(1), "hi")])
+    assert await save(memory_scope.kwargs(), MemoryState(summary="mine"), 0)
+    victim = MemoryScope.new()
+    await insert_messages(victim, [(at(0), "secret")])
+    assert await save(victim.kwargs(), MemoryState(summary="victim's"), 0)
+
+    with graph_run(memory_scope.flow_id, memory_scope.user_id):
+        # The graph's own scope resolves, with or without the ids spelled out.
+        implicit = {"flow_id": None, "user_id": None, "session_id": memory_scope.session_id}
+        for own in (implicit, memory_scope.kwargs()):
+            stored = await stored_state(**own)
+            assert stored is not None
+            assert stored.summary == "mine"
+            assert len(await store_of(own).after(None, 10)) == 2
+
+        for widened in (victim.kwargs(), victim.kwargs(flow_id=memory_scope.flow_id), victim.kwargs(user_id=None)):
+            assert await stored_state(**widened) is None
+            assert await store_of(widened).after(None, 10) == []
+            assert await store_of(widened).recent(10) == []
+            assert not await save(widened, MemoryState(summary="hijack"), 1)
+        assert await sm.LangflowStore().purge_flows([victim.flow_id]) == 0
+        purge = {"flow_id": victim.flow_id, "session_ids": [victim.session_id]}
+        assert await sm.LangflowStore().purge_sessions(**purge, user_id=victim.user_id) == 0
+        assert await sm.LangflowStore().reset(flow_id=victim.flow_id, session_id=victim.session_id) == 0
+
+    with graph_run(None, memory_scope.user_id):
+        # A graph without a flow id binds "no flow": explicit ids do not get around it.
+        assert await stored_state(**memory_scope.kwargs()) is None
+        assert await store_of(memory_scope.kwargs()).after(None, 10) == []
+
+    stored_victim = await stored_state(**victim.kwargs())
+    assert stored_victim is not None
+    assert (stored_victim.summary, stored_victim.version) == ("victim's", 1)
+
+
+async def test_verbatim_messages_are_built_as_langflow_builds_them(memory_scope: MemoryScope, insert_messages) -> None:
+    from langflow.memory import aget_messages
+
+    await insert_messages(memory_scope, [(at(0), "from the user"), (at(1), "from the agent")])
+
+    stored = await store_of(memory_scope.kwargs()).after(None, 10)
+    reference = await aget_messages(
+        session_id=memory_scope.session_id, flow_id=memory_scope.flow_id, user_id=memory_scope.user_id, order="ASC"
+    )
+    assert [m.role for m in stored] == ["user", "assistant"]
+    assert [m.text for m in stored] == ["from the user", "from the agent"]
+    built = [await sm.as_chat_message(m) for m in stored]
+    assert [type(m) for m in built] == [type(m) for m in reference]
+    assert [m.model_dump() for m in built] == [m.model_dump() for m in reference]
+    assert all(m.timestamp.tzinfo is not None for m in stored)
+
+
+async def _turn_by_separate_reads(store: sm.LangflowSessionStore, limit: int) -> tuple[MemoryState, list[str]]:
+    state = await store.load_state()
+    return state, [m.id for m in await store.recent(limit, after=state.cursor)]
+
+
+async def _turn(store: sm.LangflowSessionStore, limit: int) -> tuple[MemoryState, list[str]]:
+    state, messages = await store.load_turn(limit)
+    return state, [m.id for m in messages]
+
+
+async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
+    memory_scope: MemoryScope, insert_messages
+) -> None:
+    """No row, a cursor (with a timestamp tie after it), no unfolded message, a row without a cursor, a stale row."""
+    from langflow.memory import adelete_messages
+
+    rows = await insert_messages(memory_scope, [(at(i), f"m{i}") for i in range(6)] + [(at(5), "tie")])
+    current_input = (await insert_messages(memory_scope, [(at(9), "the turn's input")]))[0]
+    store = store_of(memory_scope.kwargs(), exclude_ids=[str(current_input.id)])
+    ids = [str(r.id) for r in rows]
+    tie_order = sorted(ids[5:])  # equal timestamps are read in id order
+
+    state, read = await _turn(store, limit=4)
+    assert (state, read) == (MemoryState(), ids[3:5] + tie_order)
+    assert (state, read) == await _turn_by_separate_reads(store, 4)
+
+    folded = MemoryState(summary="s", pinned={"k": "v"}, cursor=Cursor(at(5), tie_order[0]), folded_count=6)
+    assert await store.save_state(folded, expected_version=0)
+    state, read = await _turn(store, limit=4)
+    assert (state.summary, state.pinned, state.cursor, state.version, read) == (
+        "s",
+        {"k": "v"},
+        folded.cursor,
+        1,
+        [tie_order[1]],
+    )
+    assert (state, read) == await _turn_by_separate_reads(store, 4)
+
+    folded.cursor = Cursor(at(5), tie_order[1])
+    assert await store.save_state(folded, expected_version=1)
+    assert await _turn(store, limit=4) == ((await store.load_state()), [])
+    assert (await store.load_state()).summary == "s"
+
+    failing = MemoryState(failed_folds=2, retry_after=at(60), row_id=folded.row_id)
+    assert await store.save_state(failing, expected_version=2)
+    state, read = await _turn(store, limit=3)
+    assert (state.failed_folds, state.cursor, state.version, read) == (2, None, 3, ids[4:5] + tie_order)
+    assert (state, read) == await _turn_by_separate_reads(store, 3)
+
+    # The cursor's message is gone, the rest stays: a stale state, read from the start.
+    folded.cursor = Cursor(at(2), ids[2])
+    assert await store.save_state(folded, expected_version=3)
+    await delete_rows_behind_langflows_back([rows[2].id])
+    state, read = await _turn(store, limit=10)
+    assert (state.summary, state.cursor, state.version, read) == ("", None, 4, ids[:2] + ids[3:5] + tie_order)
+    assert (state, read) == await _turn_by_separate_reads(store, 10)
+
+    await adelete_messages(memory_scope.session_id, flow_id=memory_scope.flow_id, user_id=memory_scope.user_id)
+    state, read = await _turn(store, limit=10)
+    assert (state.summary, state.version, read) == ("", 4, [])
+
+
+async def delete_rows_behind_langflows_back(message_ids: list[uuid.UUID]) -> None:
+    """A delete on a plain connection, which no session listener sees (as raw SQL by an operator)."""
+    from langflow.services.database.models.message.model import MessageTable
+    from langflow.services.deps import get_db_service
+
+    table = MessageTable.__table__
+    async with get_db_service().engine.begin() as connection:
+        await connection.execute(sa.delete(table).where(table.c.id.in_(message_ids)))
+
+
+async def move_rows_behind_langflows_back(message_ids: list[uuid.UUID], session_id: str) -> None:
+    """An update on a plain connection, which no session listener sees."""
+    from langflow.services.database.models.message.model import MessageTable
+    from langflow.services.deps import get_db_service
+
+    table = MessageTable.__table__
+    async with get_db_service().engine.begin() as connection:
+        await connection.execute(sa.update(table).where(table.c.id.in_(message_ids)).values(session_id=session_id))
+
+
+async def test_load_turn_keeps_to_its_context_and_stops_at_the_turns_input(
+    memory_scope: MemoryScope, insert_messages
+) -> None:
+    """Other contexts, error rows and what was stored after the input (a timestamp tie goes by id) are not read."""
+    input_id = uuid.UUID("80000000-0000-4000-8000-000000000000")
+    ctx = {"context_id": "ctx"}
+    rows = await insert_messages(memory_scope, [(at(i), f"m{i}") for i in range(4)], **ctx)
+    await insert_messages(memory_scope, [(at(1.5), "other context")], context_id="other")
+    await insert_messages(memory_scope, [(at(2.5), "failed")], error=True, **ctx)
+    await insert_messages(memory_scope, [(at(2.6), "error category")], category="error", **ctx)
+    await insert_messages(memory_scope, [(at(5), "input")], id=input_id, **ctx)
+    await insert_messages(memory_scope, [(at(5), "tie before")], id=uuid.UUID(int=input_id.int - 1), **ctx)
+    await insert_messages(memory_scope, [(at(5), "tie after")], id=uuid.UUID(int=input_id.int + 1), **ctx)
+    await insert_messages(memory_scope, [(at(6), "a concurrent run's")], **ctx)
+    store = store_of(memory_scope.kwargs(**ctx), exclude_ids=[str(input_id)])
+
+    state, messages = await store.load_turn(10)
+    assert (state, [m.text for m in messages]) == (MemoryState(), ["m0", "m1", "m2", "m3", "tie before"])
+
+    # A state row of the session without a context is another scope; this context's row bounds the read.
+    assert await store.save_state(MemoryState(summary="ctx", cursor=Cursor(at(1), str(rows[1].id))), expected_version=0)
+    no_context = store_of(memory_scope.kwargs(), exclude_ids=[str(input_id)])
+    assert await no_context.save_state(MemoryState(summary="none"), expected_version=0)
+    state, messages = await store.load_turn(10)
+    assert (state.summary, [m.text for m in messages]) == ("ctx", ["m2", "m3", "tie before"])
+
+
+async def test_load_turn_bounds_the_read_by_the_cursor_message_itself(
+    memory_scope: MemoryScope, insert_messages
+) -> None:
+    """A cursor whose message is in another session is stale; a stored timestamp that differs from the message's
+    gives way to the message's, so the returned cursor is the one the read used."""
+    rows = await insert_messages(memory_scope, [(at(i), f"m{i}") for i in range(5)])
+    other_session = dataclasses.replace(memory_scope, session_id=f"{memory_scope.session_id}-other")
+    await insert_messages(other_session, [(at(3), "elsewhere")])
+    store = store_of(memory_scope.kwargs())
+
+    assert await store.save_state(MemoryState(summary="s", cursor=Cursor(at(3), str(rows[3].id))), expected_version=0)
+    await move_rows_behind_langflows_back([rows[3].id], other_session.session_id)
+    state, read = await _turn(store, limit=10)
+    assert (state.summary, state.cursor, read) == ("", None, [str(r.id) for r in rows if r.id != rows[3].id])
+
+    shifted = Cursor(at(3.5), str(rows[1].id))  # the message says at(1)
+    assert await store.save_state(dataclasses.replace(state, summary="s", cursor=shifted), expected_version=1)
+    state, read = await _turn(store, limit=10)
+    remaining = [str(r.id) for r in rows[2:] if r.id != rows[3].id]
+    assert (state.summary, state.cursor, read) == ("s", Cursor(at(1), str(rows[1].id)), remaining)
+    assert read == [m.id for m in await store.recent(10, after=state.cursor)]
+
+
+async def test_load_turn_is_one_statement_when_unfolded_messages_exist(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
+) -> None:
+    """The turn without a fold costs the database what the stock Agent's history read costs: one statement."""
+    from benchmarks.memory_path import statement_counter
+
+    rows = await insert_messages(memory_scope, [(at(i), f"m{i}") for i in range(30)])
+    store = store_of(memory_scope.kwargs(), exclude_ids=[str(rows[-1].id)])
+    await store.load_turn(5)  # the migration check of a first call is not part of a turn
+    for cursor in (None, Cursor(at(20), str(rows[20].id))):
+        if cursor is not None:
+            assert await store.save_state(MemoryState(summary="s", cursor=cursor), expected_version=0)
+        with statement_counter() as trips:
+            state, messages = await store.load_turn(5)
+        assert (state.cursor, [m.text for m in messages]) == (cursor, ["m24", "m25", "m26", "m27", "m28"])
+        assert (trips.statements, trips.commits) == (1, 1)
+
+
+# Without Langflow's database
+
+
+def test_unsupported_without_langflow_services_answers_empty(tmp_path) -> None:
+    """A fresh process where langflow is installed but its services never started: nothing raises."""
+    script = textwrap.dedent(
+        """
+        import asyncio, uuid
+        from datetime import datetime, timezone
+        from langflow_summarizing_agent import session_memory as sm
+        from langflow_summarizing_agent.state import Cursor, MemoryState
+
+        async def main():
+            ids = {"flow_id": uuid.uuid4(), "user_id": uuid.uuid4(), "session_id": "s"}
+            cursor = Cursor(datetime.now(timezone.utc), str(uuid.uuid4()))
+            everything = sm.LangflowStore()
+            store = everything.session(**ids)
+            return [
+                sm.session_memory_supported(),
+                await store.load_state() == MemoryState(),
+                await store.load_turn(5) == (MemoryState(), []),
+                await store.save_state(MemoryState(), expected_version=0),
+                await store.after(None, 5),
+                await store.recent(5),
+                await store.count_after(None, cursor),
+                await everything.states(flow_id=ids["flow_id"], session_id="s"),
+                await everything.reset(flow_id=ids["flow_id"], session_id="s"),
+                await everything.purge_flows([ids["flow_id"]]),
+                await everything.purge_messages([uuid.uuid4()]),
+                await everything.count(),
+            ]
+
+        print(asyncio.run(main()))
+        """
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LANGFLOW_")}
+    env["LANGFLOW_CONFIG_DIR"] = str(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False
+    )
+
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[False, True, True, False, [], [], 0, [], 0, 0, 0, 0]"
+    assert not any(tmp_path.glob("*.db")), "no database may be created when Langflow's services are not running"
+
+
+async def test_the_fold_lock_holds_across_worker_processes_on_postgres_and_within_one_on_sqlite(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = sm.LangflowStore().session(**memory_scope.kwargs())
+    async with store.fold_lock() as here, store.fold_lock() as again_here:
+        # Another worker process has the database but none of this process's locks.
+        monkeypatch.setattr(sm, "_FOLD_LOCKS", HeldScopes())
+        async with store.fold_lock() as in_another_worker:
+            assert (here, again_here) == (True, False)
+            assert in_another_worker is (langflow_db.backend != "postgres")
+    async with store.fold_lock() as after_release:
+        assert after_release

@@ -1,0 +1,223 @@
+"""Migrations: upgrade and downgrade on real databases, beside Langflow, from a wheel, under concurrency, by CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from langflow_summarizing_agent import migrate
+from langflow_summarizing_agent.models import SCOPE_CONSTRAINT, TABLE_NAME
+from tests.support.langflow_db import LangflowDatabase, restart_langflow_services, stored_state
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FIRST_REVISION = REPO_ROOT / "migrations" / "versions" / "3f9c1a7e5b20_create_session_memory_state.py"
+SUBPROCESS_TIMEOUT_SECONDS = 180
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def empty_database_url(request: pytest.FixtureRequest, migration_sqlite_url: Callable[[], str]) -> str:
+    """A fresh, empty database of each backend, not Langflow's."""
+    if request.param == "sqlite":
+        return migration_sqlite_url()
+    return request.getfixturevalue("fresh_postgres_url")
+
+
+@contextmanager
+def inspected(url: str) -> Iterator[sa.Inspector]:
+    engine = sa.create_engine(migrate.sync_database_url(url), poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            yield sa.inspect(connection)
+    finally:
+        engine.dispose()
+
+
+def version_rows(url: str) -> list[str]:
+    engine = sa.create_engine(migrate.sync_database_url(url), poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            return list(connection.execute(sa.text(f"SELECT version_num FROM {migrate.VERSION_TABLE}")).scalars())
+    finally:
+        engine.dispose()
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LANGFLOW_")}
+    env.update(extra)
+    return env
+
+
+def test_upgrade_to_head_and_downgrade_to_base(empty_database_url: str) -> None:
+    url = empty_database_url
+    assert migrate.current(url) is None
+
+    assert migrate.upgrade(url) == migrate.head()
+    with inspected(url) as inspector:
+        tables = set(inspector.get_table_names())
+        assert {TABLE_NAME, migrate.VERSION_TABLE} <= tables
+        assert "alembic_version" not in tables, "Langflow's version table is not ours to create"
+        unique = {c["name"]: c["column_names"] for c in inspector.get_unique_constraints(TABLE_NAME)}
+        assert unique[SCOPE_CONSTRAINT] == ["flow_id", "user_id", "session_id", "context_id"]
+    assert migrate.upgrade(url) == migrate.head()
+    assert version_rows(url) == [migrate.head()]
+
+    assert migrate.downgrade(url, "base") is None
+    with inspected(url) as inspector:
+        assert TABLE_NAME not in inspector.get_table_names()
+    assert migrate.current(url) is None
+
+    assert migrate.upgrade(url) == migrate.head()
+
+
+def test_migration_file_passes_langflow_validator() -> None:
+    # The class behind `python -m langflow.alembic.migration_validator --strict`, without a 5 s interpreter start.
+    from langflow.alembic.migration_validator import MigrationValidator
+
+    report = MigrationValidator(strict_mode=True).validate_migration_file(FIRST_REVISION)
+
+    assert (report["valid"], report["phase"], report["violations"], report["warnings"]) == (True, "EXPAND", [], [])
+
+
+def test_our_table_stays_out_of_langflow_metadata() -> None:
+    from sqlmodel import SQLModel
+
+    from langflow_summarizing_agent.models import Base
+
+    assert TABLE_NAME in Base.metadata.tables
+    assert TABLE_NAME not in SQLModel.metadata.tables
+
+
+async def test_langflow_restarts_on_a_database_with_our_table(langflow_db: LangflowDatabase) -> None:
+    await migrate.ensure_migrated()
+    assert migrate.current(langflow_db.url) == migrate.head()
+
+    # Langflow's startup runs its migration check (which refuses unknown tables in its metadata) again.
+    await restart_langflow_services()
+
+    assert migrate.current(langflow_db.url) == migrate.head()
+    with inspected(langflow_db.url) as inspector:
+        assert {"alembic_version", "message", TABLE_NAME} <= set(inspector.get_table_names())
+
+
+async def test_first_use_applies_migrations(langflow_db: LangflowDatabase) -> None:
+    migrate.downgrade(langflow_db.url, "base")
+    assert migrate.current(langflow_db.url) is None
+
+    ids = {"flow_id": uuid.uuid4(), "user_id": uuid.uuid4(), "session_id": "first-use"}
+    assert await stored_state(**ids) is None
+
+    assert migrate.current(langflow_db.url) == migrate.head()
+
+
+async def test_ensure_migrated_twice_is_a_noop(langflow_db: LangflowDatabase) -> None:
+    await migrate.ensure_migrated()
+    new_connections: list[object] = []
+
+    def count(dbapi_connection: object, _record: object) -> None:
+        new_connections.append(dbapi_connection)
+
+    # Any migration run opens a new connection (NullPool engine); a cached "done" opens none.
+    sa.event.listen(sa.Engine, "connect", count)
+    try:
+        await migrate.ensure_migrated()
+    finally:
+        sa.event.remove(sa.Engine, "connect", count)
+
+    assert new_connections == []
+    assert version_rows(langflow_db.url) == [migrate.head()]
+
+
+UPGRADE_AFTER_BARRIER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from langflow_summarizing_agent import migrate
+
+    url, ready, go = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    ready.touch()
+    while not go.exists():
+        time.sleep(0.01)
+    print(migrate.upgrade(url))
+    """
+)
+
+
+def test_concurrent_upgrades_from_several_processes_all_succeed(empty_database_url: str, tmp_path: Path) -> None:
+    """Workers starting at once on one fresh database: each upgrade succeeds, the schema is created once."""
+    go = tmp_path / "go"
+    processes = []
+    for n in range(4):
+        ready = tmp_path / f"ready-{n}"
+        argv = [sys.executable, "-c", UPGRADE_AFTER_BARRIER, empty_database_url, str(ready), str(go)]
+        processes.append((ready, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    deadline = time.monotonic() + SUBPROCESS_TIMEOUT_SECONDS
+    while not all(ready.exists() for ready, _ in processes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    go.touch()
+
+    outputs = [process.communicate(timeout=SUBPROCESS_TIMEOUT_SECONDS) for _, process in processes]
+
+    for (_, process), (stdout, stderr) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, stderr[-3000:]
+        assert stdout.strip().splitlines()[-1] == migrate.head()
+    assert version_rows(empty_database_url) == [migrate.head()]
+
+
+def test_migrations_run_from_an_installed_wheel(tmp_path: Path, migration_sqlite_url: Callable[[], str]) -> None:
+    wheel_dir, site_dir = tmp_path / "wheel", tmp_path / "site"
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheel_dir)]
+    subprocess.run([*build, str(REPO_ROOT)], check=True, capture_output=True, timeout=SUBPROCESS_TIMEOUT_SECONDS)
+    [wheel] = wheel_dir.glob("langflow_summarizing_agent-*.whl")
+    install = [sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(site_dir), str(wheel)]
+    subprocess.run(install, check=True, capture_output=True, timeout=SUBPROCESS_TIMEOUT_SECONDS)
+    url = migration_sqlite_url()
+
+    script = "import sys; from langflow_summarizing_agent import migrate; print(migrate.script_location()); "
+    script += "print(migrate.upgrade(sys.argv[1]))"
+    result = subprocess.run(
+        [sys.executable, "-c", script, url],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=subprocess_env(PYTHONPATH=str(site_dir)),
+        timeout=SUBPROCESS_TIMEOUT_SECONDS,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    location, revision = result.stdout.strip().splitlines()[-2:]
+    assert Path(location) == site_dir / "langflow_summarizing_agent" / "migrations"
+    assert revision == migrate.head()
+
+
+@pytest.mark.parametrize("langflow_db", ["sqlite"], indirect=True)
+def test_cli_migrate_applies_and_reports(
+    langflow_db: LangflowDatabase, migration_sqlite_url: Callable[[], str]
+) -> None:
+    from langflow.__main__ import app
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    url = migration_sqlite_url()
+
+    first = runner.invoke(app, ["summarizing-agent", "migrate", "--database-url", url])
+    again = runner.invoke(app, ["summarizing-agent", "migrate", "--database-url", url])
+    configured = runner.invoke(app, ["summarizing-agent", "migrate"])
+
+    assert first.exit_code == 0, first.output
+    assert f"revision {migrate.head()} (upgraded from an empty schema" in first.output
+    assert first.output.rstrip().endswith("; 0 session states")
+    assert "already at head" in again.output
+    # Without --database-url it migrates the database Langflow is configured with.
+    assert configured.exit_code == 0, configured.output
+    assert configured.output.startswith(f"{langflow_db.url}: revision {migrate.head()}")

@@ -1,0 +1,55 @@
+"""The shipped flow files, and test variants of them that run offline with `FakeChatModelComponent`."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from scripts.export_support_flow import canvas_edge
+from tests.support.fake_chat_model import FakeChatModelComponent
+
+FLOWS_DIR = Path(__file__).resolve().parents[2] / "flows"
+SUPPORT_FLOW_PATH = FLOWS_DIR / "summarizing_support_agent.json"
+AGENT_TYPE = "ext:summarizing_agent:SummarizingAgentComponent@official"
+OFFLINE_MODEL_ID = "FakeChatModel-Off1n"
+
+
+def load_support_flow() -> dict[str, Any]:
+    return json.loads(SUPPORT_FLOW_PATH.read_text(encoding="utf-8"))
+
+
+def agent_node(flow: dict[str, Any]) -> dict[str, Any]:
+    agents = [node for node in flow["data"]["nodes"] if node["data"]["type"] == AGENT_TYPE]
+    assert len(agents) == 1, [node["data"]["type"] for node in flow["data"]["nodes"]]
+    return agents[0]
+
+
+def with_offline_model(flow: dict[str, Any], record_path: Path, **agent_values: Any) -> dict[str, Any]:
+    """A copy of `flow` (without its id) whose agent uses the fake chat model recording to `record_path`, with
+    `agent_values` set."""
+    variant = copy.deepcopy(flow)
+    variant.pop("id", None)
+    variant["name"] = f"{flow['name']} (offline)"
+    agent = agent_node(variant)
+    template = agent["data"]["node"]["template"]
+    # What the canvas stores after "Connect other models" in the model field.
+    template["model"]["value"] = "connect_other_models"
+    template["model"]["input_types"] = ["LanguageModel"]
+    for name, value in agent_values.items():
+        template[name]["value"] = value
+
+    model = FakeChatModelComponent(_id=OFFLINE_MODEL_ID)
+    model.set(record_path=str(record_path))
+    model_node = {**model.to_frontend_node(), "type": "genericNode", "position": {"x": 0, "y": 0}}
+    variant["data"]["nodes"].append(model_node)
+    variant["data"]["edges"].append(canvas_edge(model_node, "model_output", agent, "model"))
+    return variant
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The calls the fake chat model recorded, oldest first."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]

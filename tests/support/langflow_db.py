@@ -1,0 +1,77 @@
+"""Langflow's services in this process, on a real database: what the `langflow_db` fixture yields, fresh scope ids,
+and reading a stored state the way a turn reads it."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from langflow_summarizing_agent.state import MemoryState
+
+STORE_IN_MEMORY = "memory"
+"""A `langflow_db` parameter for the store contract suite only: the in-memory fake store, no Langflow services."""
+
+LANGFLOW_BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+
+@dataclass(frozen=True)
+class LangflowDatabase:
+    """The database Langflow's services run on. `url` is a synchronous SQLAlchemy URL for direct access."""
+
+    backend: str
+    url: str
+
+
+@dataclass(frozen=True)
+class MemoryScope:
+    """Fresh ids for one chat-history scope: a flow, an owner and a session in it."""
+
+    flow_id: uuid.UUID
+    user_id: uuid.UUID
+    session_id: str
+
+    @classmethod
+    def new(cls) -> MemoryScope:
+        return cls(uuid.uuid4(), uuid.uuid4(), f"session-{uuid.uuid4().hex[:8]}")
+
+    def kwargs(self, **overrides: Any) -> dict[str, Any]:
+        """Keyword arguments of `LangflowStore().session()` for this scope."""
+        return {"flow_id": self.flow_id, "user_id": self.user_id, "session_id": self.session_id, **overrides}
+
+
+async def stored_state(
+    *, flow_id: Any, user_id: Any, session_id: str, context_id: str | None = None
+) -> MemoryState | None:
+    """A scope's state as a turn loads it from Langflow's database; None when no row is stored."""
+    from langflow_summarizing_agent.session_memory import LangflowStore
+
+    store = LangflowStore().session(flow_id=flow_id, user_id=user_id, session_id=session_id, context_id=context_id)
+    state = await store.load_state()
+    return None if state.row_id is None else state
+
+
+async def restart_langflow_services() -> None:
+    """(Re)start Langflow's services from the current environment, as a Langflow worker does on startup."""
+    from langflow.services.utils import initialize_services
+
+    # Services left by an earlier fixture or test would keep their old settings (and database).
+    await stop_langflow_services()
+    await initialize_services()
+
+
+async def stop_langflow_services() -> None:
+    from lfx.services.manager import get_service_manager
+
+    manager = get_service_manager()
+    if not manager.services:
+        return
+    from langflow.services.utils import teardown_services
+
+    # teardown_services() disposes every service and empties the manager, so the next start reads settings anew.
+    await teardown_services()

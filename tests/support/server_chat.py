@@ -1,0 +1,158 @@
+"""Chat with the Summarizing Agent on the real test server, and read its state rows from the server's database.
+
+The flow is Chat Input -> Summarizing Agent (switch on) -> Chat Output, built as an lfx `Graph` and posted to
+`POST /api/v1/flows/`. Its model is `FakeChatModelComponent`: a reply is "echo:" and the user-role messages the agent
+sent (the summary message is one), and a fold lists each folded message on a line "- folded <text>". With `FAST_FOLDS`
+a state row appears after the second reply, from the fold that runs then: it plans the third turn, whose window is the
+second exchange, so it covers the first exchange (two messages) and the cursor is the first reply. `say` returns once
+that fold has saved.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from lfx.components.input_output import ChatInput, ChatOutput
+from lfx.graph import Graph
+
+from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
+from langflow_summarizing_agent.migrate import sync_database_url
+from langflow_summarizing_agent.models import SessionMemoryStateTable
+from tests.support.fake_chat_model import FakeChatModelComponent
+from tests.support.server_fixtures import LangflowServer
+
+FAST_FOLDS = {
+    "summarize_older_messages": True,
+    "n_messages": 3,
+    "fold_batch": 2,
+    "history_token_budget": 0,
+    "add_current_date_tool": False,
+    "add_calculator_tool": False,
+}
+TURNS_TO_FIRST_STATE = 2
+STATE = SessionMemoryStateTable.__table__
+
+
+def summarizing_flow_data(**agent_settings: Any) -> dict[str, Any]:
+    """The `data` of a flow (nodes and edges) as the server stores it."""
+    chat_input = ChatInput(_id="chat_input")
+    model = FakeChatModelComponent(_id="echo_model")
+    model.set(reply="echo:", echo="user_messages", fold_answer="list")
+    agent = SummarizingAgentComponent(_id="agent")
+    agent.set(model=model.build_model, input_value=chat_input.message_response, **{**FAST_FOLDS, **agent_settings})
+    chat_output = ChatOutput(_id="chat_output")
+    chat_output.set(input_value=agent.message_response)
+    return json.loads(json.dumps(Graph(chat_input, chat_output).dump()["data"], default=str))
+
+
+def agent_template(data: dict[str, Any]) -> dict[str, Any]:
+    """The agent node's template in a flow's `data`."""
+    return next(node for node in data["nodes"] if node["id"] == "agent")["data"]["node"]["template"]
+
+
+@dataclass
+class ServerChat:
+    """One flow on the server, owned by the user of `token`, run with that user's `api_key`."""
+
+    server: LangflowServer
+    token: str
+    api_key: str
+    flow_id: str
+
+    @classmethod
+    def create(
+        cls, server: LangflowServer, token: str, api_key: str, data: dict[str, Any] | None = None, **agent_settings: Any
+    ) -> ServerChat:
+        """A new flow of `data`, by default `summarizing_flow_data(**agent_settings)`."""
+        with server.client(token=token) as client:
+            response = client.post(
+                "/api/v1/flows/",
+                json={
+                    "name": f"summarizing-{uuid.uuid4().hex[:8]}",
+                    "data": data if data is not None else summarizing_flow_data(**agent_settings),
+                },
+            )
+        response.raise_for_status()
+        return cls(server=server, token=token, api_key=api_key, flow_id=response.json()["id"])
+
+    def say(self, session_id: str, text: str, tweaks: dict[str, Any] | None = None) -> str:
+        """One turn through `POST /api/v1/run/{flow_id}`, with `tweaks` if given; returns the agent's reply."""
+        body: dict[str, Any] = {
+            "input_value": text,
+            "input_type": "chat",
+            "output_type": "chat",
+            "session_id": session_id,
+        }
+        if tweaks:
+            body["tweaks"] = tweaks
+        with self.server.client(api_key=self.api_key) as client:
+            response = client.post(f"/api/v1/run/{self.flow_id}", json=body)
+        assert response.status_code == 200, response.text
+        self.state(session_id)
+        return response.json()["outputs"][0]["outputs"][0]["results"]["message"]["text"]
+
+    def state(self, session_id: str) -> dict[str, Any] | None:
+        """The session's state as the API reads it, None when it has none; the read waits for the fold after the
+        last reply, so a turn's fold is saved when `say` returns."""
+        with self.server.client(token=self.token) as client:
+            response = client.get(
+                f"/api/v1/summarizing-agent/sessions/{session_id}/state", params={"flow_id": self.flow_id}
+            )
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        return response.json()
+
+    def new_session(self, turns: int = TURNS_TO_FIRST_STATE) -> str:
+        """A fresh session with `turns` turns "<session>-1", "<session>-2", ...; by default it has a state row."""
+        session_id = f"s-{uuid.uuid4().hex[:8]}"
+        for turn in range(1, turns + 1):
+            self.say(session_id, f"{session_id}-{turn}")
+        return session_id
+
+    def messages(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's messages, oldest first, as the monitor API lists them."""
+        with self.server.client(token=self.token) as client:
+            response = client.get(
+                "/api/v1/monitor/messages", params={"flow_id": self.flow_id, "session_id": session_id}
+            )
+        response.raise_for_status()
+        return response.json()
+
+
+@contextmanager
+def server_database(server: LangflowServer) -> Iterator[sa.Connection]:
+    engine = sa.create_engine(sync_database_url(server.database_url), poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            yield connection
+    finally:
+        engine.dispose()
+
+
+def state_rows(server: LangflowServer, flow_id: str | uuid.UUID, session_id: str | None = None) -> list[dict[str, Any]]:
+    """State rows of a flow (and session) in the server's database, read directly."""
+    stmt = sa.select(STATE).where(STATE.c.flow_id == uuid.UUID(str(flow_id))).order_by(STATE.c.session_id)
+    if session_id is not None:
+        stmt = stmt.where(STATE.c.session_id == session_id)
+    with server_database(server) as connection:
+        return [dict(row._mapping) for row in connection.execute(stmt)]
+
+
+def playground_turn(client: Any, flow_id: str, session_id: str, text: str) -> list[dict[str, Any]]:
+    """One Playground turn through the build endpoint; the events the Playground receives, none of them an error."""
+    response = client.post(
+        f"/api/v1/build/{flow_id}/flow",
+        params={"event_delivery": "direct"},
+        json={"inputs": {"input_value": text, "session": session_id}},
+    )
+    assert response.status_code == 200, response.text[:2000]
+    events = [json.loads(line) for line in response.text.splitlines() if line.strip()]
+    assert [event for event in events if event["event"] == "error"] == []
+    return events

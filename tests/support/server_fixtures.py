@@ -1,0 +1,275 @@
+"""A real `langflow run` server for tests: one per test session, with this extension installed.
+
+Loaded as a pytest plugin: `pytest_plugins = ["tests.support.server_fixtures"]` in `tests/conftest.py`. The fixture
+`langflow_server` starts the server on a fresh database chosen by the environment variable
+`SUMMARIZING_AGENT_SERVER_DB`: `sqlite` (default, a file in a temporary directory) or `postgres` (a fresh database on
+127.0.0.1:5432, dropped afterwards). Tests that use the
+fixture are marked `server` (and `postgres` on that backend), so `pytest -m server` selects them.
+
+Authentication is on (no auto-login): a superuser logs in with a password, and further users can be created, so tests
+can check what one user may see of another's data.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.postgres_database import fresh_postgres_database
+
+SERVER_DATABASE_ENV = "SUMMARIZING_AGENT_SERVER_DB"
+SERVER_DATABASE_BACKENDS = ("sqlite", "postgres")
+STARTUP_TIMEOUT_SECONDS = 120
+SHUTDOWN_TIMEOUT_SECONDS = 20
+REQUEST_TIMEOUT_SECONDS = 120
+LOG_TAIL_LINES = 80
+
+SUPERUSER = "summarizing-agent-admin"
+SUPERUSER_PASSWORD = "summarizing-agent-admin-password"
+
+
+@dataclass(frozen=True)
+class ServerUser:
+    """A user of the test server, logged in: `token` is a bearer token for the API."""
+
+    id: str
+    username: str
+    password: str
+    token: str
+
+
+class LangflowServer:
+    """Handle on a running `langflow run` process: its address, its database and a few API shortcuts."""
+
+    def __init__(self, *, base_url: str, database_url: str, log_path: Path) -> None:
+        self.base_url = base_url
+        self.database_url = database_url
+        self.log_path = log_path
+
+    def client(self, *, token: str | None = None, api_key: str | None = None) -> httpx.Client:
+        """An HTTP client on the server, authenticated by bearer token or API key (the run API takes only keys)."""
+        headers = {}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        if api_key is not None:
+            headers["x-api-key"] = api_key
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=REQUEST_TIMEOUT_SECONDS)
+
+    def login(self, username: str, password: str) -> str:
+        with self.client() as client:
+            response = client.post("/api/v1/login", data={"username": username, "password": password})
+        response.raise_for_status()
+        return response.json()["access_token"]
+
+    @cached_property
+    def superuser_token(self) -> str:
+        return self.login(SUPERUSER, SUPERUSER_PASSWORD)
+
+    @cached_property
+    def superuser_api_key(self) -> str:
+        return self.create_api_key(self.superuser_token)
+
+    def create_api_key(self, token: str, name: str = "summarizing-agent-tests") -> str:
+        """A new API key for the user that `token` belongs to."""
+        with self.client(token=token) as client:
+            response = client.post("/api/v1/api_key/", json={"name": name})
+        response.raise_for_status()
+        return response.json()["api_key"]
+
+    def create_user(self, username: str | None = None, password: str | None = None) -> ServerUser:
+        """Create an active, non-superuser user (new users start inactive) and log it in."""
+        username = username or f"user-{uuid.uuid4().hex[:8]}"
+        password = password or f"password-{uuid.uuid4().hex}"
+        with self.client(token=self.superuser_token) as client:
+            created = client.post("/api/v1/users/", json={"username": username, "password": password})
+            created.raise_for_status()
+            user_id = created.json()["id"]
+            client.patch(f"/api/v1/users/{user_id}", json={"is_active": True}).raise_for_status()
+        return ServerUser(id=user_id, username=username, password=password, token=self.login(username, password))
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        if not self.log_path.exists():
+            return "(no server log)"
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _langflow_executable() -> str:
+    beside_python = Path(sys.executable).with_name("langflow")
+    if beside_python.exists():
+        return str(beside_python)
+    on_path = shutil.which("langflow")
+    if on_path is None:
+        pytest.fail(
+            "The `langflow` command is not installed; install this package with its dependencies", pytrace=False
+        )
+    return on_path
+
+
+def _server_environment(config_dir: Path, database_url: str) -> dict[str, str]:
+    # Inherited LANGFLOW_* settings (a developer's own, or an in-process fixture's) must not leak into the server.
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("LANGFLOW_")}
+    environment.update(
+        {
+            "LANGFLOW_CONFIG_DIR": str(config_dir),
+            "LANGFLOW_DATABASE_URL": database_url,
+            "LANGFLOW_AUTO_LOGIN": "false",
+            "LANGFLOW_SUPERUSER": SUPERUSER,
+            "LANGFLOW_SUPERUSER_PASSWORD": SUPERUSER_PASSWORD,
+            "LANGFLOW_ALLOW_PUBLIC_CUSTOM_COMPONENTS": "true",
+            # Starter projects and telemetry cost startup time and network attempts that tests do not need.
+            "LANGFLOW_CREATE_STARTER_PROJECTS": "false",
+            "LANGFLOW_DO_NOT_TRACK": "true",
+            # The suite logs in far more often than a person; Langflow's default is 5 logins a minute per IP.
+            "LANGFLOW_RATE_LIMIT_PER_MINUTE": "1000",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "true",
+        }
+    )
+    return environment
+
+
+def _wait_until_healthy(process: subprocess.Popen[bytes], server: LangflowServer) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(
+                f"langflow run exited with code {process.returncode} before it was healthy; log tail:\n"
+                f"{server.log_tail()}",
+                pytrace=False,
+            )
+        try:
+            response = httpx.get(f"{server.base_url}/health_check", timeout=5)
+            if response.status_code == 200 and response.json().get("status") == "ok":
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    pytest.fail(
+        f"langflow run was not healthy after {STARTUP_TIMEOUT_SECONDS} s; log tail:\n{server.log_tail()}", pytrace=False
+    )
+
+
+def _stop_process_group(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=SHUTDOWN_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _migrate_before_workers(environment: dict[str, str], log_path: Path) -> None:
+    with log_path.open("wb") as log_file:
+        result = subprocess.run(
+            [_langflow_executable(), "migration"],
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            timeout=STARTUP_TIMEOUT_SECONDS,
+            check=False,
+        )
+    if result.returncode != 0:
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
+        pytest.fail(f"langflow migration exited with code {result.returncode}; log tail:\n{tail}", pytrace=False)
+
+
+@contextmanager
+def running_langflow_server(work_dir: Path, database_url: str, *, workers: int = 1) -> Iterator[LangflowServer]:
+    """Start `langflow run` in its own process group, wait until healthy, stop the whole group after.
+
+    The server also serves Langflow's web UI (no `--backend-only`), so browser tests can share it.
+    """
+    config_dir = work_dir / "langflow-config"
+    config_dir.mkdir(parents=True, exist_ok=True)
+    environment = _server_environment(config_dir, database_url)
+    if workers > 1:
+        # 1.13 wants consent to run several workers without a shared queue (Redis).
+        environment["LANGFLOW_DANGEROUSLY_ALLOW_MULTI_WORKER_WITHOUT_SHARED_QUEUE"] = "true"
+        if database_url.startswith("sqlite"):
+            # Workers migrating one SQLite file at once collide; on Postgres an advisory lock serializes them.
+            _migrate_before_workers(environment, work_dir / "langflow-migration.log")
+    port = _free_port()
+    server = LangflowServer(
+        base_url=f"http://127.0.0.1:{port}", database_url=database_url, log_path=work_dir / "langflow-server.log"
+    )
+    command = [
+        _langflow_executable(),
+        "run",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--log-level",
+        "warning",
+    ]
+    with server.log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            command,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        _wait_until_healthy(process, server)
+        yield server
+    finally:
+        _stop_process_group(process)
+
+
+def server_database_backend() -> str:
+    backend = os.environ.get(SERVER_DATABASE_ENV, "sqlite").strip().lower() or "sqlite"
+    if backend not in SERVER_DATABASE_BACKENDS:
+        known = ", ".join(SERVER_DATABASE_BACKENDS)
+        pytest.fail(f"{SERVER_DATABASE_ENV}={backend!r} is not a known backend; use one of {known}", pytrace=False)
+    return backend
+
+
+@pytest.fixture(scope="session")
+def langflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangflowServer]:
+    """The session's one real Langflow server, on the database backend chosen by `SUMMARIZING_AGENT_SERVER_DB`."""
+    work_dir = tmp_path_factory.mktemp("langflow-server")
+    if server_database_backend() == "postgres":
+        with (
+            fresh_postgres_database("summarizing_agent_server") as database_url,
+            running_langflow_server(work_dir, database_url) as server,
+        ):
+            yield server
+    else:
+        with running_langflow_server(work_dir, f"sqlite:///{work_dir / 'langflow.db'}") as server:
+            yield server
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    backend = os.environ.get(SERVER_DATABASE_ENV, "sqlite").strip().lower()
+    for item in items:
+        if "langflow_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.server)
+            item.add_marker(pytest.mark.shared_server)
+            if backend == "postgres":
+                item.add_marker(pytest.mark.postgres)

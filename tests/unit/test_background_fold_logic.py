@@ -1,0 +1,263 @@
+"""Folds after the reply, the logic: a turn plans without a summary call, the fold runs in the background, one per
+session, at most a capped number per process. An in-memory store and a scripted summarizer, no Langflow services.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import pytest
+
+from langflow_summarizing_agent import background
+from langflow_summarizing_agent.agent_memory import reply_of
+from langflow_summarizing_agent.background import BackgroundFolds
+from langflow_summarizing_agent.fold import SUMMARY_PREFIX, Folder, FoldSettings
+from tests.support.fakes import InMemoryStore, RecordingSummarizer, make_messages
+
+FOLD_BY_BATCH = {"n_messages": 5, "fold_batch": 4, "history_token_budget": 0}
+
+
+def settings(**overrides: Any) -> FoldSettings:
+    return FoldSettings(**{**FOLD_BY_BATCH, **overrides})
+
+
+def chat(count: int) -> InMemoryStore:
+    return InMemoryStore(make_messages([f"message {n}" for n in range(count)]))
+
+
+def shown(turn: Any) -> list[str]:
+    return [m.text for m in turn.verbatim]
+
+
+# The fold logic
+
+
+async def test_a_due_fold_is_left_for_after_the_reply_and_every_message_still_reaches_the_model() -> None:
+    store = chat(8)
+    summarizer = RecordingSummarizer()
+
+    turn = await Folder(store, summarizer, settings()).prepare_history_folding_later()
+
+    assert summarizer.calls == 0
+    assert turn.fold_due == "fold batch"
+    assert shown(turn) == [f"message {n}" for n in range(8)], "a fold left for later hides nothing meanwhile"
+    assert turn.not_summarized == 0
+
+    after_reply = await Folder(store, summarizer, settings()).prepare_history()
+    assert summarizer.calls == 1
+    assert after_reply.folded == 4
+    next_turn = await Folder(store, summarizer, settings()).prepare_history_folding_later()
+    assert summarizer.calls == 1
+    assert next_turn.summary_text is not None and next_turn.summary_text.startswith(SUMMARY_PREFIX)
+    assert shown(next_turn) == [f"message {n}" for n in range(4, 8)]
+    assert next_turn.fold_due is None
+
+
+async def test_a_turn_folds_inline_when_older_messages_could_not_reach_the_model_otherwise() -> None:
+    # Two batches and more past the window: the read holds n_messages + 2 batches, so the oldest go unread.
+    store = chat(30)
+    summarizer = RecordingSummarizer()
+
+    turn = await Folder(store, summarizer, settings()).prepare_history_folding_later()
+
+    assert summarizer.calls == 1
+    assert turn.inline_fold
+    assert turn.fold_due is None
+    assert turn.not_summarized == 0
+    assert turn.state.folded_count == 26
+
+
+async def test_a_turn_that_finds_the_sessions_fold_running_makes_no_summary_call() -> None:
+    store = chat(30)
+    store.state = None
+    summarizer = RecordingSummarizer()
+
+    async with store.fold_lock() as held:
+        assert held
+        turn = await Folder(store, summarizer, settings()).prepare_history_folding_later()
+
+    assert summarizer.calls == 0
+    assert turn.fold_busy
+    assert not turn.folded
+    assert shown(turn)[-4:] == [f"message {n}" for n in range(26, 30)], "the window still goes word for word"
+
+
+async def test_a_fold_that_finds_the_work_done_under_the_lock_makes_no_summary_call() -> None:
+    store = chat(8)
+    other = RecordingSummarizer()
+    summarizer = RecordingSummarizer()
+
+    class FoldedMeanwhile(InMemoryStore):
+        """Another worker's fold saves between this fold's read and its taking the lock."""
+
+        def fold_lock(self) -> AbstractAsyncContextManager[bool]:
+            @asynccontextmanager
+            async def lock() -> AsyncIterator[bool]:
+                await Folder(store, other, settings()).prepare_history()
+                async with store.fold_lock() as held:
+                    yield held
+
+            return lock()
+
+    late = FoldedMeanwhile()
+    late.store, late.scope = store.store, store.scope
+
+    turn = await Folder(late, summarizer, settings()).prepare_history()
+
+    assert other.calls == 1
+    assert summarizer.calls == 0, "a summary call whose result would be thrown away"
+    assert turn.state.folded_count == 4
+
+
+class BuiltAgent:
+    """What `reply_of` reads of a component: its results, as Langflow's `Component.get_results()` returns them."""
+
+    def __init__(self, results: object) -> None:
+        self.results = results
+
+    def get_results(self) -> object:
+        if isinstance(self.results, Exception):
+            raise self.results
+        return self.results
+
+
+def test_the_fold_after_the_reply_plans_with_the_reply_of_this_build_only() -> None:
+    from lfx.schema.message import Message
+
+    earlier = {"response": Message(text="the reply of an earlier build")}
+
+    [reply] = reply_of(BuiltAgent({"response": Message(text="Noted.")}), earlier)
+    assert (reply.role, reply.text) == ("assistant", "Noted.")
+    assert reply_of(BuiltAgent(earlier), earlier) == (), "a build that failed has no reply of its own"
+    assert reply_of(BuiltAgent(RuntimeError("no results")), None) == ()
+    assert reply_of(BuiltAgent({"response": "not a message"}), None) == ()
+
+
+def test_the_fold_lock_holds_per_session() -> None:
+    store = chat(2)
+    other_session = InMemoryStore(make_messages(["hello"]))
+
+    async def check() -> None:
+        async with store.fold_lock() as first, store.fold_lock() as second, other_session.fold_lock() as third:
+            assert (first, second, third) == (True, False, True)
+        async with store.fold_lock() as again:
+            assert again
+
+    asyncio.run(check())
+
+
+# The registry
+
+
+class FoldGate:
+    """A fake model's `fold_gate`: fold calls wait for `set()`; `started` is set by the first call that waits."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self._open = asyncio.Event()
+
+    async def wait(self) -> None:
+        self.started.set()
+        await self._open.wait()
+
+    def set(self) -> None:
+        self._open.set()
+
+
+class Gate:
+    """A fold that waits for `open()`, recording that it started and how it ended."""
+
+    def __init__(self) -> None:
+        self.opened = asyncio.Event()
+        self.started = asyncio.Event()
+        self.cancelled = False
+
+    async def fold(self) -> Any:
+        self.started.set()
+        try:
+            await self.opened.wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        store = chat(8)
+        return await Folder(store, RecordingSummarizer(), settings()).prepare_history()
+
+
+async def test_one_background_fold_per_session() -> None:
+    folds = BackgroundFolds()
+    gate, second = Gate(), Gate()
+
+    assert folds.start("session", gate.fold)
+    assert not folds.start("session", second.fold), "a second fold of a session with one running"
+    assert folds.running("session")
+    gate.opened.set()
+    await folds.wait("session")
+
+    assert not folds.running("session")
+    assert not second.started.is_set()
+    outcome = folds.take_outcome("session")
+    assert outcome is not None and (outcome.folded, outcome.calls) == (4, 1)
+    assert folds.take_outcome("session") is None, "the next turn reports an outcome once"
+
+
+async def test_the_process_runs_at_most_max_running_folds_at_once() -> None:
+    folds = BackgroundFolds(max_running=1)
+    first, second = Gate(), Gate()
+    folds.start("a", first.fold)
+    folds.start("b", second.fold)
+    await first.started.wait()
+    await asyncio.sleep(0.05)
+
+    assert not second.started.is_set(), "the second fold started beyond the cap"
+    first.opened.set()
+    second.opened.set()
+    await folds.wait("a")
+    await folds.wait("b")
+    assert second.started.is_set()
+
+
+async def test_shutdown_cancels_running_folds_and_leaves_the_state_as_it_was(caplog: pytest.LogCaptureFixture) -> None:
+    folds = BackgroundFolds()
+    store = chat(8)
+    summarizer = RecordingSummarizer()
+    summarizer.model.fold_gate = FoldGate()
+    folds.start(store.key, Folder(store, summarizer, settings()).prepare_history)
+    await summarizer.model.fold_gate.started.wait()
+
+    with caplog.at_level(logging.INFO, logger=background.__name__):
+        await folds.shutdown()
+
+    assert store.state is None, "a cancelled fold saved"
+    assert not folds.running(store.key)
+    assert "cancelled" in caplog.text
+
+
+async def test_a_failed_background_fold_is_logged_and_reported_to_the_next_turn(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    folds = BackgroundFolds()
+    store = chat(8)
+    summarizer = RecordingSummarizer([RuntimeError("provider down")])
+
+    with caplog.at_level(logging.WARNING, logger=background.__name__):
+        folds.start(store.key, Folder(store, summarizer, settings()).prepare_history)
+        await folds.wait(store.key)
+
+    outcome = folds.take_outcome(store.key)
+    assert outcome is not None and outcome.folded == 0
+    assert "provider down" in " ".join(outcome.problems)
+    assert "provider down" in caplog.text
+    assert store.state is not None and store.state.failed_folds == 1, "the back-off applies as for an inline fold"
+
+
+def test_a_cap_below_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(background.MAX_RUNNING_ENV, "0")
+    with pytest.raises(ValueError, match=background.MAX_RUNNING_ENV):
+        BackgroundFolds().enable(background.max_running_from_environment())
+    monkeypatch.setenv(background.MAX_RUNNING_ENV, "many")
+    with pytest.raises(ValueError, match="whole number"):
+        background.max_running_from_environment()

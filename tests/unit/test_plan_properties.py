@@ -1,0 +1,582 @@
+"""The verbatim policy as rules over generated sessions: what each turn sends, what it folds, what it counts.
+
+A Hypothesis state machine drives `Folder` over an in-memory store with random settings, messages of 1 to 20,000
+tokens, summarizer failures and recoveries, resets, `/compact`, the switch turned on mid-session and another run
+saving between a turn's read and its write. After every turn it checks that:
+- the window (the newest `n_messages - 1` messages, `/compact` exchanges left out) goes whole and word for word
+  whenever it fits the History Token Budget after the summary message;
+- the newest exchange always goes, cut with `CUT_MARKER` only when it must be;
+- the history tokens are within the budget and reported honestly;
+- every message older than what is sent is folded or counted, exactly, in the summary message's note, and counted
+  only while folds fail or wait;
+- folds run from the cursor forwards, take no message twice, no window message their plan shows and no `/compact`
+  exchange, run only when due and make at most Max Folds per Turn summarizer calls.
+
+Every message starts with a unique tag (`#12 `), so the fold prompt's cut texts still say which message they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+from unittest.mock import patch
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages.utils import count_tokens_approximately
+
+from langflow_summarizing_agent import fold
+from langflow_summarizing_agent.fold import (
+    COMPACT_COMMAND,
+    COMPACT_REPLY_PREFIX,
+    CUT_MARKER,
+    DEFAULT_BUDGET_TRIGGER_SHARE,
+    MAX_FOLD_MESSAGES,
+    SUMMARY_PREFIX,
+    Folder,
+    FoldSettings,
+    Plan,
+    TurnHistory,
+    render_summary_message,
+)
+from langflow_summarizing_agent.state import MemoryState, Role, StoredMessage
+from tests.support.fake_chat_model import parse_fold_prompt
+from tests.support.fakes import T0, InMemoryStore, RecordingSummarizer, make_messages
+
+PINNED = ("project_id", "cluster")
+ROLES: tuple[Role, Role] = ("user", "assistant")
+TAG = re.compile(r"#(\d+) ")
+FILLER = "lorem ipsum dolor sit amet "
+COMPACT = "compact"
+PLAN_TURN = fold.plan_turn
+
+
+def tagged_text(index: int, tokens: int) -> str:
+    """About `tokens` tokens of text (4 characters each) that starts with the message's own tag."""
+    tag = f"#{index} "
+    length = max(tokens * 4 - len(tag), 0)
+    return tag + (FILLER * (length // len(FILLER) + 1))[:length]
+
+
+def message_id(index: int) -> str:
+    return f"m{index:06d}"
+
+
+def is_compaction_exchange(message: StoredMessage) -> bool:
+    """`/compact` and its reply, by the public contract."""
+    if message.role == "user":
+        return message.text.strip() == COMPACT_COMMAND
+    return message.text.strip().startswith(COMPACT_REPLY_PREFIX)
+
+
+def message_tokens(message: StoredMessage) -> int:
+    """Tokens as LangChain's approximate counter counts them: the unit of History Token Budget."""
+    as_sent = HumanMessage(content=message.text) if message.role == "user" else AIMessage(content=message.text)
+    return count_tokens_approximately([as_sent])
+
+
+def text_tokens(text: str) -> int:
+    return count_tokens_approximately([HumanMessage(content=text)])
+
+
+@st.composite
+def fold_settings(draw: st.DrawFn) -> FoldSettings:
+    chosen = FoldSettings(
+        n_messages=draw(st.integers(1, 30)),
+        fold_batch=draw(st.integers(1, 20)),
+        summary_words=draw(st.sampled_from([20, 60, 300])),
+        pinned_keys=draw(st.sampled_from([(), PINNED])),
+        max_folds_per_turn=draw(st.integers(1, 4)),
+        max_fold_messages=draw(st.one_of(st.integers(1, 5), st.just(MAX_FOLD_MESSAGES))),
+        history_token_budget=0,
+    )
+    least = max(chosen.summary_reserve + chosen.newest_exchange_tokens, 200)
+    budget = draw(st.one_of(st.just(0), st.integers(least, least + 1_500), st.integers(least, 20_000)))
+    return replace(chosen, history_token_budget=budget)
+
+
+message_sizes = st.one_of(st.integers(1, 300), st.integers(1, 20_000))
+"""Tokens per message: mostly chat-sized, sometimes a pasted log larger than any budget."""
+
+history_events = st.lists(st.one_of(message_sizes, st.just(COMPACT)), max_size=40)
+"""Messages stored before the switch is turned on, `/compact` exchanges among them."""
+
+failures = st.sampled_from(
+    [
+        RuntimeError("provider down"),
+        asyncio.TimeoutError(),
+        "",
+        "{oops",
+        '{"pinned": "x", "summary": "s"}',
+        '{"pinned": {}}',
+    ]
+)
+
+
+@st.composite
+def long_answers(draw: st.DrawFn) -> str:
+    """A usable answer whose summary may take far more tokens than the Summary Word Budget reserves."""
+    words = draw(st.integers(1, 400))
+    word_length = draw(st.integers(1, 60))
+    pinned = {key: "v" * draw(st.integers(0, 600)) for key in PINNED}
+    return json.dumps({"pinned": pinned, "summary": "- " + " ".join(["w" * word_length] * words)})
+
+
+def fold_batch_ids(prompt: list[BaseMessage]) -> list[str]:
+    """The ids of the messages a fold prompt quotes, read from their tags; `/compact` exchanges by their text."""
+    ids = []
+    for item in parse_fold_prompt(prompt).conversation:
+        text = item["text"].strip()
+        if text == COMPACT_COMMAND or text.startswith(COMPACT_REPLY_PREFIX):
+            ids.append(text)
+            continue
+        tag = TAG.match(item["text"])
+        assert tag, f"a fold prompt quotes a message without its tag: {item['text'][:40]!r}"
+        ids.append(message_id(int(tag.group(1))))
+    return ids
+
+
+def session_of(*messages: tuple[Role, str]) -> InMemoryStore:
+    return InMemoryStore(
+        [StoredMessage(message_id(i), T0 + timedelta(seconds=i), role, text) for i, (role, text) in enumerate(messages)]
+    )
+
+
+def note(count: int) -> str:
+    noun = "message is" if count == 1 else "messages are"
+    return f"({count} earlier {noun} not summarized yet and not shown.)"
+
+
+def is_cut_of(sent: StoredMessage, stored: StoredMessage) -> bool:
+    return sent.text.endswith(CUT_MARKER) and stored.text.startswith(sent.text[: -len(CUT_MARKER)])
+
+
+class SessionSummarizer(RecordingSummarizer):
+    """`RecordingSummarizer` that, when armed, lets another run save the session's state first, or delete it."""
+
+    def __init__(self, store: InMemoryStore) -> None:
+        super().__init__()
+        self.store = store
+        self.race: str | None = None
+        self.raced: str | None = None
+
+    async def __call__(self, prompt: list[BaseMessage]) -> str:
+        if self.race:
+            self.raced, self.race = self.race, None
+            if self.raced == "deleted":
+                self.store.state = None
+            else:
+                await self._save_a_winner(prompt)
+        return await super().__call__(prompt)
+
+    async def _save_a_winner(self, prompt: list[BaseMessage]) -> None:
+        """Another run folded up to the first message of this batch and saved first."""
+        other = await self.store.load_state()
+        first = next(m for m in self.store.messages if m.id == fold_batch_ids(prompt)[0])
+        other.folded_count += sum(1 for m in self.store.messages if not other.covers(m) and m.cursor <= first.cursor)
+        other.summary = "- the winner's summary"
+        other.cursor = first.cursor
+        other.failed_folds = 0
+        other.retry_after = None
+        await self.store.save_state(other, expected_version=other.version)
+
+
+class VerbatimPolicy(RuleBasedStateMachine):
+    """One chat session: messages arrive, turns prepare history, the summarizer fails and recovers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.store = InMemoryStore()
+        self.summarizer = SessionSummarizer(self.store)
+        self.clock = T0
+        self.folded: set[str] = set()
+        """Ids folded into the current state: each reaches the summarizer once, then the cursor covers it."""
+        self.plans: list[Plan] = []
+        """The plans of the current turn: the first decides the fold, the last what is sent."""
+        self.spy = patch.object(fold, "plan_turn", side_effect=self.record_plan)
+        self.spy.start()
+
+    def record_plan(self, *args: Any, **kwargs: Any) -> Plan:
+        plan = PLAN_TURN(*args, **kwargs)
+        self.plans.append(plan)
+        return plan
+
+    def teardown(self) -> None:
+        self.spy.stop()
+        self.loop.close()
+
+    @initialize(chosen=fold_settings(), history=history_events, quiet_history=st.integers(0, 300))
+    def switch_on_mid_session(self, chosen: FoldSettings, history: list[int | str], quiet_history: int) -> None:
+        self.settings = chosen
+        for index in range(quiet_history):
+            self.add(1 + index * 37 % 120, ROLES[index % 2])
+        for index, event in enumerate(history):
+            if event == COMPACT:
+                self.store_message("user", COMPACT_COMMAND)
+                self.store_compaction_reply()
+            else:
+                self.add(int(event), ROLES[index % 2])
+
+    def add(self, tokens: int, role: Role) -> None:
+        self.store_message(role, tagged_text(len(self.store.messages), tokens))
+
+    def store_message(self, role: Role, text: str) -> None:
+        index = len(self.store.messages)
+        self.store.messages.append(StoredMessage(message_id(index), T0 + timedelta(seconds=index), role, text))
+
+    def store_compaction_reply(self) -> None:
+        self.store_message("assistant", f"{COMPACT_REPLY_PREFIX} #{len(self.store.messages)} folded older messages.")
+
+    @rule(question=message_sizes, answer=message_sizes)
+    def exchange(self, question: int, answer: int) -> None:
+        self.add(question, "user")
+        self.add(answer, "assistant")
+        self.turn()
+
+    @rule(sizes=st.lists(message_sizes, min_size=1, max_size=12))
+    def messages_while_switched_off(self, sizes: list[int]) -> None:
+        for index, tokens in enumerate(sizes):
+            self.add(tokens, ROLES[index % 2])
+
+    @rule()
+    def turn_without_new_messages(self) -> None:
+        self.turn()
+
+    @rule()
+    def compact(self) -> None:
+        self.store_message("user", COMPACT_COMMAND)
+        self.turn(compact=True)
+        self.store_compaction_reply()
+
+    @rule(answers=st.lists(failures, min_size=1, max_size=4))
+    def summarizer_fails(self, answers: list[str | BaseException]) -> None:
+        self.summarizer.answers.extend(answers)
+
+    @rule(answer=long_answers())
+    def summarizer_writes_a_long_summary(self, answer: str) -> None:
+        self.summarizer.answers.append(answer)
+
+    @rule(step=st.sampled_from([timedelta(seconds=10), timedelta(minutes=1), timedelta(hours=2)]))
+    def time_passes(self, step: timedelta) -> None:
+        self.clock += step
+
+    @rule()
+    def reset(self) -> None:
+        self.store.state = None
+        self.folded.clear()
+
+    @precondition(lambda self: not self.summarizer.race)
+    @rule(race=st.sampled_from(["winner", "deleted"]))
+    def another_run_saves_during_the_next_fold(self, race: str) -> None:
+        self.summarizer.race = race
+
+    def turn(self, *, compact: bool = False) -> None:
+        before = self.store.state or MemoryState()
+        before = replace(before, pinned=dict(before.pinned))
+        calls_before = self.summarizer.calls
+        self.summarizer.raced = None
+        self.plans.clear()
+        now = self.clock
+        folder = Folder(self.store, self.summarizer, self.settings, now=lambda: now)
+
+        turn = self.loop.run_until_complete(folder.prepare_history(compact=compact))
+
+        batches = [fold_batch_ids(prompt) for prompt in self.summarizer.prompts[calls_before:]]
+        self.check_what_is_sent(turn)
+        self.check_what_is_counted(turn, batches)
+        self.check_what_is_folded(turn, before, batches, compact=compact, now=now)
+        self.check_the_cursor(turn, batches)
+
+    def visible(self) -> list[StoredMessage]:
+        return [m for m in self.store.messages if not is_compaction_exchange(m)]
+
+    def window(self) -> list[StoredMessage]:
+        """The stock Agent's window: the newest `n_messages - 1` messages before the input, `/compact` left out."""
+        return self.visible()[-self.settings.window :] if self.settings.window else []
+
+    def check_what_is_sent(self, turn: TurnHistory) -> None:
+        stored = {m.id: m for m in self.store.messages}
+        sent = turn.verbatim
+        sent_ids = [m.id for m in sent]
+        window = self.window()
+        window_ids = {m.id for m in window}
+        budget = self.settings.history_token_budget
+        summary_tokens = text_tokens(turn.summary_text) if turn.summary_text else 0
+
+        for message in sent:
+            whole = stored[message.id]
+            assert not is_compaction_exchange(whole), f"a /compact exchange is sent: {whole.text[:40]!r}"
+            assert message.role == whole.role
+            assert message.text == whole.text or is_cut_of(message, whole), f"{message.id} is altered"
+        # The newest of what the model may see, without a gap: the window (folded or not), then unfolded messages.
+        candidates = [m.id for m in self.visible() if m.id in window_ids or not turn.state.covers(m)]
+        assert sent_ids == candidates[len(candidates) - len(sent_ids) :], f"not the newest messages: {sent_ids[:5]}"
+
+        assert turn.history_tokens == summary_tokens + sum(message_tokens(m) for m in sent), "dishonest tokens"
+        if budget:
+            assert turn.history_tokens <= budget, f"{turn.history_tokens} history tokens over a budget of {budget}"
+
+        window_tokens = sum(message_tokens(m) for m in window)
+        if window and (not budget or summary_tokens + window_tokens <= budget):
+            assert [(m.id, m.text) for m in sent[-len(window) :]] == [(m.id, m.text) for m in window], (
+                f"the window fits ({summary_tokens} + {window_tokens} <= {budget} tokens) but is not sent whole"
+            )
+
+        newest = [m.id for m in window[-2:]]
+        assert sent_ids[len(sent_ids) - len(newest) :] == newest, f"the newest exchange {newest} is not sent"
+        # Besides the newest exchange only the oldest message sent may be cut, and only when whole it does not fit.
+        for position, message in enumerate(sent):
+            whole = stored[message.id]
+            if message.text != whole.text and message.id not in newest:
+                assert position == 0, f"{message.id} is cut in the middle of what is sent"
+                grown = turn.history_tokens - message_tokens(message) + message_tokens(whole)
+                assert grown > budget, f"{message.id} is cut though whole it fits ({grown} <= {budget} tokens)"
+
+    def check_what_is_counted(self, turn: TurnHistory, batches: list[list[str]]) -> None:
+        if self.summarizer.raced == "deleted":
+            # The state was deleted during the fold: this turn answers from what it read before; the next one counts.
+            return
+        sent_ids = {m.id for m in turn.verbatim}
+        hidden = [m.id for m in self.visible() if not turn.state.covers(m) and m.id not in sent_ids]
+
+        assert turn.not_summarized == len(hidden), f"{turn.not_summarized} counted, {len(hidden)} not folded nor sent"
+        if hidden:
+            assert turn.summary_text and note(len(hidden)) in turn.summary_text, "the note does not give the count"
+            failed = any("summary fold failed" in problem for problem in turn.problems)
+            catching_up = len(batches) == self.settings.max_folds_per_turn
+            assert failed or catching_up or self.summarizer.raced, (
+                f"{len(hidden)} messages are neither sent nor folded though no fold failed or waits: {hidden[:5]}"
+            )
+        else:
+            assert not turn.summary_text or "not summarized yet" not in turn.summary_text
+        if turn.summary_text is None:
+            assert render_summary_message(turn.state, self.settings.pinned_keys, 0) is None
+        else:
+            assert turn.summary_text.startswith(SUMMARY_PREFIX)
+
+    def check_what_is_folded(
+        self, turn: TurnHistory, before: MemoryState, batches: list[list[str]], *, compact: bool, now: datetime
+    ) -> None:
+        chosen = self.settings
+        visible = self.visible()
+        window = self.window()
+        window_ids = {m.id for m in window}
+        taken = [message for batch in batches for message in batch]
+
+        assert len(batches) <= chosen.max_folds_per_turn, f"{len(batches)} summarizer calls in one turn"
+        assert turn.fold_calls == len(batches)
+        assert all(0 < len(batch) <= chosen.max_fold_messages for batch in batches)
+
+        assert all(m.startswith("m") for m in taken), f"a /compact exchange is folded: {taken}"
+        unfolded = [m.id for m in visible if not before.covers(m)]
+        assert taken == unfolded[: len(taken)], f"the fold does not run from the cursor forwards: {taken[:5]}"
+        assert not set(taken) & self.folded, f"messages folded twice: {sorted(set(taken) & self.folded)[:5]}"
+
+        planned = [m.id for m in self.plans[0].fold]
+        chunks = [planned[i : i + chosen.max_fold_messages] for i in range(0, len(planned), chosen.max_fold_messages)]
+        failed = any("summary fold failed" in problem for problem in turn.problems)
+        assert batches[: len(chunks)] == chunks[: len(batches)], "the summarizer is not given the planned fold"
+        assert failed or len(batches) >= min(len(chunks), chosen.max_folds_per_turn), "the fold stopped early"
+        for plan in self.plans:
+            shown = window_ids & {m.id for m in plan.send} & {m.id for m in plan.fold}
+            assert not shown, f"a fold takes window messages its plan shows: {sorted(shown)}"
+        assert [m.id for m in turn.verbatim] == [m.id for m in self.plans[-1].send]
+
+        older_than_window = [m for m in visible if not before.covers(m) and m.id not in window_ids]
+        budget = chosen.history_token_budget
+        bare_summary = text_tokens(render_summary_message(before, chosen.pinned_keys, 0) or "")
+        unfolded_tokens = bare_summary + sum(message_tokens(m) for m in visible if not before.covers(m))
+        budget_trigger = budget > 0 and unfolded_tokens > DEFAULT_BUDGET_TRIGGER_SHARE * budget
+        waiting = before.retry_after is not None and now < before.retry_after
+        if batches and not compact:
+            assert len(older_than_window) >= chosen.fold_batch or budget_trigger, "a fold ran before it was due"
+            assert not waiting, "a fold ran during the back-off"
+        batch_due = len(older_than_window) >= chosen.fold_batch and not waiting
+        if batch_due or (compact and older_than_window):
+            assert batches, f"{len(older_than_window)} unfolded messages older than the window and no fold"
+
+        # A fold that neither failed nor reached the catch-up bound takes everything older than the window.
+        if batches and not turn.problems and not self.summarizer.raced and len(batches) < chosen.max_folds_per_turn:
+            left = [m.id for m in visible if not turn.state.covers(m) and window and m.cursor < window[0].cursor]
+            assert not left, f"the fold stopped short of the window: {left[:5]}"
+
+    def check_the_cursor(self, turn: TurnHistory, batches: list[list[str]]) -> None:
+        """The state covers exactly the messages the summarizer was given in folds that were saved."""
+        covered = {m.id for m in self.visible() if self.store.state and self.store.state.covers(m)}
+        if self.summarizer.raced:
+            self.folded = covered
+            return
+        taken = [message for batch in batches for message in batch]
+        self.folded |= set(taken[: turn.folded])
+        assert self.folded == covered, "the cursor does not match what the summarizer was given"
+
+
+TestVerbatimPolicy = VerbatimPolicy.TestCase
+TestVerbatimPolicy.settings = settings(
+    max_examples=150,
+    stateful_step_count=25,
+    deadline=None,
+    database=None,
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+# Sessions the machine found, written out small; each broke the rule its name states.
+
+
+async def test_a_window_that_fits_goes_whole_before_anything_is_summarized():
+    store = InMemoryStore(make_messages([tagged_text(i, 800) for i in range(8)] + [tagged_text(8, 551)]))
+    assert 7_000 - 20 < sum(message_tokens(m) for m in store.messages) <= 7_000
+
+    turn = await Folder(store, RecordingSummarizer(), FoldSettings(n_messages=10)).prepare_history()
+
+    assert [(m.id, m.text) for m in turn.verbatim] == [(m.id, m.text) for m in store.messages]
+    assert turn.folded == 0
+
+
+async def test_what_a_new_summary_pushes_out_of_the_window_is_folded_in_the_same_turn():
+    store = InMemoryStore(make_messages(["hi", "hello", "ok", "sure"] + [tagged_text(i, 300) for i in range(4, 7)]))
+    longer_summary = json.dumps({"pinned": {}, "summary": "- " + " ".join(["decided"] * 95)})
+    chosen = FoldSettings(n_messages=4, fold_batch=2, summary_words=100, history_token_budget=1_000)
+
+    turn = await Folder(store, RecordingSummarizer([longer_summary]), chosen).prepare_history()
+
+    assert not turn.problems
+    shown = {m.id for m in turn.verbatim}
+    assert [m.id for m in store.messages if not turn.state.covers(m) and m.id not in shown] == []
+    assert turn.not_summarized == 0
+
+
+async def test_a_summary_message_cut_to_fit_the_budget_keeps_its_note():
+    store = InMemoryStore(make_messages(["a"] + [tagged_text(i, 200) for i in range(1, 5)] + ["b" * 100, "c" * 100]))
+    urls = " ".join(["https://example.com/a/very/long/path/to/a/ticket"] * 20)
+    store.state = MemoryState(summary=f"- {urls}", cursor=store.messages[0].cursor, folded_count=1, version=1)
+    chosen = FoldSettings(n_messages=3, fold_batch=20, summary_words=20, history_token_budget=300)
+
+    turn = await Folder(store, RecordingSummarizer([RuntimeError("down")]), chosen).prepare_history()
+
+    assert turn.not_summarized == 4
+    assert note(4) in turn.summary_text
+    assert turn.history_tokens <= 300
+
+
+async def test_the_newest_exchange_cut_to_fit_stays_within_the_budget():
+    store = InMemoryStore(make_messages(["older one", "older two", "a short question", "x" * 938]))
+    chosen = FoldSettings(n_messages=3, fold_batch=20, summary_words=20, history_token_budget=277)
+
+    turn = await Folder(store, RecordingSummarizer([RuntimeError("down")]), chosen).prepare_history()
+
+    assert turn.history_tokens <= 277
+    assert [m.id for m in turn.verbatim] == [m.id for m in store.messages[2:]]
+    assert all(
+        message_tokens(m) <= message_tokens(whole) for m, whole in zip(turn.verbatim, store.messages[2:], strict=True)
+    )
+
+
+async def test_the_note_counts_no_compact_exchange_the_catch_up_has_not_read():
+    texts = [tagged_text(i, 10) for i in range(80)] + [COMPACT_COMMAND, f"{COMPACT_REPLY_PREFIX} done."]
+    store = InMemoryStore(make_messages(texts + [tagged_text(i, 10) for i in range(82, 120)]))
+
+    turn = await Folder(
+        store, RecordingSummarizer(), FoldSettings(n_messages=10, max_folds_per_turn=1)
+    ).prepare_history()
+
+    sent = {m.id for m in turn.verbatim}
+    unfolded = [m for m in store.messages if not is_compaction_exchange(m) and not turn.state.covers(m)]
+    assert turn.not_summarized == len([m for m in unfolded if m.id not in sent])
+
+
+async def test_compact_exchanges_do_not_crowd_the_newest_messages_out_of_the_window():
+    texts = [tagged_text(i, 10) for i in range(100)] + [COMPACT_COMMAND, f"{COMPACT_REPLY_PREFIX} done."] * 4
+    store = InMemoryStore(make_messages([*texts, COMPACT_COMMAND]))
+    chosen = FoldSettings(n_messages=10, fold_batch=2, max_folds_per_turn=1)
+
+    turn = await Folder(store, RecordingSummarizer(), chosen).prepare_history(compact=True)
+
+    assert [m.id for m in turn.verbatim][-9:] == [m.id for m in store.messages[91:100]]
+
+
+async def test_compact_exchanges_do_not_hide_a_message_no_fold_is_due_for():
+    compaction: list[tuple[Role, str]] = [("user", COMPACT_COMMAND), ("assistant", f"{COMPACT_REPLY_PREFIX} done.")]
+    store = session_of(("assistant", "Welcome!"), *compaction * 3, ("user", "question"), ("assistant", "answer"))
+
+    turn = await Folder(store, RecordingSummarizer(), FoldSettings(n_messages=2, fold_batch=3)).prepare_history()
+
+    assert turn.folded == 0
+    assert turn.not_summarized == 0
+    assert [m.text for m in turn.verbatim] == ["Welcome!", "question", "answer"]
+
+
+# The fold after the reply, planning the next turn.
+
+
+def stored(index: int, tokens: int, role: Role) -> StoredMessage:
+    return StoredMessage(message_id(index), T0 + timedelta(seconds=index), role, tagged_text(index, tokens))
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    chosen=fold_settings(),
+    earlier=st.lists(message_sizes, max_size=40),
+    question=message_sizes,
+    answer=message_sizes,
+    skew_days=st.sampled_from([-1, 0, 1]),
+)
+def test_after_the_fold_that_planned_with_the_reply_the_next_turn_folds_nothing_inline(
+    chosen: FoldSettings, earlier: list[int], question: int, answer: int, skew_days: int
+) -> None:
+    """A fold after the reply plans with the reply not stored yet; the next turn, which reads it stored, then finds
+    no fold it must make before its model call, unless the fold used all of Max Folds per Turn."""
+    assume(chosen.n_messages >= 2)
+    chosen = replace(chosen, max_fold_messages=MAX_FOLD_MESSAGES)
+    count = len(earlier)
+    store = InMemoryStore([stored(i, tokens, ROLES[(count - i) % 2]) for i, tokens in enumerate(earlier)])
+    summarizer = RecordingSummarizer()
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(Folder(store, summarizer, chosen).prepare_history())  # the turn before
+        store.messages.append(stored(count, question, "user"))
+        reply = stored(count + 1, answer, "assistant")
+        # Stamped by the server's clock, which may be behind the database's.
+        upcoming = replace(reply, id="reply-not-stored-yet", timestamp=T0 - timedelta(days=skew_days))
+
+        after = loop.run_until_complete(Folder(store, summarizer, chosen).prepare_history(upcoming=[upcoming]))
+        assert message_id(count + 1) not in {m for batch in summarizer.prompts for m in fold_batch_ids(batch)}
+        store.messages.append(reply)
+        calls = summarizer.calls
+        next_turn = loop.run_until_complete(Folder(store, summarizer, chosen).prepare_history_folding_later())
+    finally:
+        loop.close()
+
+    if after.fold_calls < chosen.max_folds_per_turn:
+        assert summarizer.calls == calls, "the next turn folded inline"
+        assert not next_turn.inline_fold
+        assert next_turn.not_summarized == 0
+
+
+def test_a_reply_stamped_by_a_clock_behind_the_database_is_planned_as_the_newest_message() -> None:
+    chosen = FoldSettings(n_messages=2, fold_batch=1, history_token_budget=0)
+    stored_messages = make_messages([f"message {n}" for n in range(5)])
+    reply = StoredMessage("reply", stored_messages[-1].timestamp + timedelta(seconds=1), "assistant", "Noted.")
+    behind = replace(reply, timestamp=T0 - timedelta(days=1))
+
+    on_time = PLAN_TURN(MemoryState(), stored_messages, chosen, upcoming=[reply], now=T0)
+    late = PLAN_TURN(MemoryState(), stored_messages, chosen, upcoming=[behind], now=T0)
+
+    assert [m.id for m in on_time.fold] == [m.id for m in stored_messages], "all but the next turn's window"
+    assert [m.id for m in late.fold] == [m.id for m in on_time.fold]
+    assert [m.id for m in late.send] == [m.id for m in on_time.send]
+    assert late.send[-1].id == "reply"

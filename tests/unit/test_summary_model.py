@@ -1,0 +1,68 @@
+"""The summary model wrapper: built the way the Agent builds its own (streaming off), a connected one used as it is,
+named without being built."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest.mock import patch
+from uuid import uuid4
+
+import pytest
+
+from langflow_summarizing_agent import agent_memory
+from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
+from tests.support.fake_chat_model import FakeChatModel
+OPENAI_GPT_4O = [{"name": "gpt-4o", "provider": "OpenAI", "metadata": {}}]
+
+
+def test_the_summary_model_is_built_as_the_agent_builds_its_own_with_streaming_off() -> None:
+    component = SummarizingAgentComponent()
+    component.set_attributes(
+        {
+            "model": OPENAI_GPT_4O,
+            "api_key": "OPENAI_API_KEY",
+            "max_tokens": 321,
+            "base_url_ibm_watsonx": "https://us-south.ml.cloud.ibm.com",
+            "project_id": "project-1",
+        }
+    )
+    component._user_id = str(uuid4())
+    component._model_overrides = {"use_responses_api": True}
+    agent_call: dict[str, Any] = {}
+    summary_call: dict[str, Any] = {}
+
+    with (
+        patch("lfx.components.models_and_agents.agent.get_llm", side_effect=lambda **kw: agent_call.update(kw)),
+        patch("lfx.base.models.unified_models.get_llm", side_effect=lambda **kw: summary_call.update(kw)),
+    ):
+        component._get_llm()
+        agent_memory.build_summary_model(component)
+
+    assert agent_call["stream"] is True
+    assert summary_call == {**agent_call, "stream": False}
+
+
+def test_a_connected_summary_model_is_used_as_it_is() -> None:
+    connected = FakeChatModel()
+    component = SummarizingAgentComponent()
+    component.set_attributes({"model": OPENAI_GPT_4O, "summary_model": connected})
+
+    with patch("lfx.base.models.unified_models.get_llm", side_effect=AssertionError("built a model")):
+        assert agent_memory.build_summary_model(component) is connected
+
+
+@pytest.mark.parametrize(
+    ("inputs", "name"),
+    [
+        pytest.param({"model": OPENAI_GPT_4O}, "gpt-4o", id="selected-model"),
+        pytest.param({"model": OPENAI_GPT_4O, "summary_model": FakeChatModel()}, "FakeChatModel", id="summary-model"),
+        pytest.param({"model": FakeChatModel()}, "FakeChatModel", id="connected-model"),
+        pytest.param({"model": None}, None, id="no-model"),
+    ],
+)
+def test_the_state_names_the_summary_model_without_building_it(inputs: dict[str, Any], name: str | None) -> None:
+    component = SummarizingAgentComponent()
+    component.set_attributes(inputs)
+
+    with patch("lfx.base.models.unified_models.get_llm", side_effect=AssertionError("built a model")):
+        assert agent_memory.summary_model_name(component) == name
