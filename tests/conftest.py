@@ -39,7 +39,7 @@ async def langflow_db(
     """Langflow's services initialised in this process on a fresh database of the requested backend."""
     # Imported first on purpose: Langflow then starts with our models loaded, which must not put our table
     # into the metadata its startup migration check compares.
-    import langflow_summarizing_agent.models  # noqa: F401
+    import langflow_summarizing_agent.storage.models  # noqa: F401
 
     backend: str = request.param
     if backend == STORE_IN_MEMORY:

@@ -15,7 +15,7 @@ from langflow_summarizing_agent.agent_memory import last_turn
 from langflow_summarizing_agent.background import BackgroundFolds
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX
 from tests.support.agent_runs import scripted_session
-from tests.support.langflow_db import LangflowDatabase, stored_state
+from tests.support.langflow_db import LangflowDatabase, stored_summary
 
 FOLD_BY_BATCH = {"n_messages": 5, "fold_batch": 4, "history_token_budget": 0}
 
@@ -135,16 +135,16 @@ async def delete_while_the_fold_runs(background_folds: BackgroundFolds) -> None:
     await say_until_a_fold_runs(session, background_folds)
     session.model.fold_gate.set()
     await background_folds.wait(scope_key(session))
-    assert await stored_state(**scope) is not None
+    assert await stored_summary(**scope) is not None
     session.model.fold_gate = FoldGate()
     await say_until_a_fold_runs(session, background_folds)
 
     await adelete_messages(session.session_id, flow_id=session.flow_id, user_id=session.user_id)
-    assert await stored_state(**scope) is None, "Langflow's delete purges the state"
+    assert await stored_summary(**scope) is None, "Langflow's delete purges the state"
     session.model.fold_gate.set()
     await background_folds.wait(scope_key(session))
 
-    assert await stored_state(**scope) is None
+    assert await stored_summary(**scope) is None
 
 
 async def test_compact_waits_for_the_running_fold_then_folds_the_rest(
@@ -162,7 +162,7 @@ async def test_compact_waits_for_the_running_fold_then_folds_the_rest(
 
     assert "Compacted the conversation" in reply
     scope = {"flow_id": session.flow_id, "user_id": session.user_id, "session_id": session.session_id}
-    state = await stored_state(**scope)
+    state = await stored_summary(**scope)
     assert state is not None and state.version >= 1
 
 

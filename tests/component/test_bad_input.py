@@ -17,7 +17,7 @@ from lfx.exceptions.component import ComponentBuildError
 from langflow_summarizing_agent.agent_memory import MAX_PINNED_KEYS
 from langflow_summarizing_agent.fold import CUT_MARKER, MAX_MESSAGE_CHARS, SUMMARY_PREFIX
 from tests.support.agent_runs import ChatSession, scripted_session
-from tests.support.langflow_db import LangflowDatabase, MemoryScope, stored_state
+from tests.support.langflow_db import LangflowDatabase, MemoryScope, stored_summary
 
 ON = {"summarize_older_messages": True, "n_messages": 4, "fold_batch": 2, "history_token_budget": 0}
 
@@ -44,7 +44,7 @@ def assert_unchanged(before: dict[str, tuple[Any, ...]], after: dict[str, tuple[
 
 
 async def state_of(chat: ChatSession):
-    return await stored_state(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
+    return await stored_summary(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
 
 
 async def refused(chat: ChatSession, text: str = "Hello again") -> str:

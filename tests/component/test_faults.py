@@ -19,20 +19,20 @@ from langchain_core.messages import SystemMessage
 
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX
 from langflow_summarizing_agent.models import TABLE_NAME
-from langflow_summarizing_agent.state import MemoryState
+from langflow_summarizing_agent.state import Summary
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession, scripted_session
-from tests.support.langflow_db import LangflowDatabase, stored_state
+from tests.support.langflow_db import LangflowDatabase, stored_summary
 
 FIRST = "I'm working on project PRJ-123 on the EU cluster."
 
 
-async def state_of(chat: ChatSession) -> MemoryState:
-    state = await stored_state(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
+async def state_of(chat: ChatSession) -> Summary:
+    state = await stored_summary(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
     assert state is not None
     return state
 
 
-async def fold_once_then(chat: ChatSession) -> MemoryState:
+async def fold_once_then(chat: ChatSession) -> Summary:
     """Three turns: the third folds the first exchange successfully. Returns the state after it."""
     await chat.say(FIRST)
     await chat.say("The deploy fails with error E001.")
@@ -49,7 +49,7 @@ def history_texts(call: list) -> list[str]:
     return [str(message.content).strip() for message in call[1:-1]]
 
 
-def assert_kept(before: MemoryState, after: MemoryState) -> None:
+def assert_kept(before: Summary, after: Summary) -> None:
     assert (after.summary, after.pinned, after.cursor, after.folded_count) == (
         before.summary,
         before.pinned,

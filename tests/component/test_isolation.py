@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from langflow_summarizing_agent.fold import SUMMARY_PREFIX
 from langflow_summarizing_agent.models import SessionMemoryStateTable
 from langflow_summarizing_agent.session_memory import LangflowStore
-from langflow_summarizing_agent.state import MemoryState
+from langflow_summarizing_agent.state import Summary
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession
 from tests.support.langflow_db import LangflowDatabase, MemoryScope
 
@@ -95,17 +95,17 @@ async def test_the_store_never_crosses_user_flow_or_context(
     for ids in (owner, intruder):
         scope = MemoryScope(ids["flow_id"], ids["user_id"], ids["session_id"])
         await insert_messages(scope, [(datetime.now(timezone.utc), "hello")], context_id=ids["context_id"])
-    assert await store.session(**owner).save_state(MemoryState(summary="owner's"), expected_version=0)
+    assert await store.session(**owner).save_state(Summary(summary="owner's"), expected_version=0)
     owners = await store.session(**owner).load_state()
 
-    assert await store.session(**intruder).load_state() == MemoryState()
+    assert await store.session(**intruder).load_state() == Summary()
     hijack = replace(owners, summary="hijack")
     assert not await store.session(**intruder).save_state(hijack, expected_version=owners.version)
     if other != "context":
         # A purge covers every context of a session by design; it only ever reaches the caller's flow and owner.
         purge = {"flow_id": intruder["flow_id"], "user_id": intruder["user_id"]}
         assert await store.purge_sessions(**purge, session_ids=[memory_scope.session_id]) == 0
-    assert await store.session(**intruder).save_state(MemoryState(summary="own"), expected_version=0)
+    assert await store.session(**intruder).save_state(Summary(summary="own"), expected_version=0)
 
     stored = await store.session(**owner).load_state()
     assert (stored.summary, stored.version) == ("owner's", 1)

@@ -11,7 +11,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from langflow_summarizing_agent.fold import FOLD_SYSTEM_PROMPT, SUMMARY_PREFIX
 from tests.support.agent_runs import FOLD_EACH_TURN, PINNED_KEYS, QUIET_AGENT, ChatSession, scripted_session
-from tests.support.langflow_db import LangflowDatabase, stored_state
+from tests.support.langflow_db import LangflowDatabase, stored_summary
 
 INJECTIONS = [
     "I'm on project PRJ-123 on the EU cluster.",
@@ -22,7 +22,7 @@ INJECTIONS = [
 
 
 async def state_of(chat: ChatSession):
-    state = await stored_state(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
+    state = await stored_summary(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
     assert state is not None
     return state
 

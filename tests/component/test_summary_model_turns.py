@@ -9,7 +9,7 @@ import pytest
 from langflow_summarizing_agent import agent_memory
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession
 from tests.support.fake_chat_model import recorder
-from tests.support.langflow_db import LangflowDatabase, stored_state
+from tests.support.langflow_db import LangflowDatabase, stored_summary
 
 TURNS = [
     "I'm working on project PRJ-123 on the EU cluster.",
@@ -63,7 +63,7 @@ async def test_a_summary_model_that_cannot_be_built_fails_the_fold_not_the_turn(
         statuses.append(str(chat.last_agent.status))
 
     assert not chat.model.fold_calls
-    state = await stored_state(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
+    state = await stored_summary(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
     assert state is not None
     assert (state.folded_count, state.summary) == (0, "")
     assert state.failed_folds >= 1

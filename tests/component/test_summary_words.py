@@ -12,21 +12,21 @@ import logging
 import pytest
 from langchain_core.messages import HumanMessage
 
-from langflow_summarizing_agent.state import MemoryState
+from langflow_summarizing_agent.state import Summary
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession, scripted_session
-from tests.support.langflow_db import LangflowDatabase, stored_state
+from tests.support.langflow_db import LangflowDatabase, stored_summary
 
 FIRST = "I'm working on project PRJ-123 on the EU cluster."
 ON = {"summarize_older_messages": True, "n_messages": 4, "fold_batch": 2, "history_token_budget": 0}
 
 
-async def state_of(chat: ChatSession) -> MemoryState:
-    state = await stored_state(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
+async def state_of(chat: ChatSession) -> Summary:
+    state = await stored_summary(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
     assert state is not None
     return state
 
 
-async def fold_once_then(chat: ChatSession) -> MemoryState:
+async def fold_once_then(chat: ChatSession) -> Summary:
     """Three turns: the third folds the first exchange successfully. Returns the state after it."""
     await chat.say(FIRST)
     await chat.say("The deploy fails with error E001.")

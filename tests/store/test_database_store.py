@@ -23,8 +23,8 @@ from sqlalchemy.exc import IntegrityError
 
 from langflow_summarizing_agent import session_memory as sm
 from langflow_summarizing_agent.models import SessionMemoryStateTable
-from langflow_summarizing_agent.state import Cursor, HeldScopes, MemoryState
-from tests.support.langflow_db import LangflowDatabase, MemoryScope, stored_state
+from langflow_summarizing_agent.state import Cursor, HeldScopes, Summary
+from tests.support.langflow_db import LangflowDatabase, MemoryScope, stored_summary
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -56,7 +56,7 @@ def store_of(ids: dict, **extra) -> sm.LangflowSessionStore:
     return sm.LangflowStore().session(**ids, **extra)
 
 
-async def save(ids: dict, state: MemoryState, expected_version: int) -> bool:
+async def save(ids: dict, state: Summary, expected_version: int) -> bool:
     return await store_of(ids).save_state(state, expected_version=expected_version)
 
 
@@ -87,7 +87,7 @@ async def test_postgres_writers_racing_on_one_version(
 ) -> None:
     """Two writers on two connections, both in flight on the same version: one wins, the other sees False."""
     await insert_messages(memory_scope, [(at(0), "hello")])
-    base = MemoryState(summary="base")
+    base = Summary(summary="base")
     assert await save(memory_scope.kwargs(), base, 0)
 
     async with (
@@ -108,7 +108,7 @@ async def test_postgres_writers_racing_on_one_version(
         results = await asyncio.gather(*writers)
 
     assert sorted(results) == [False, True]
-    loser_view = await stored_state(**memory_scope.kwargs())
+    loser_view = await stored_summary(**memory_scope.kwargs())
     assert loser_view is not None
     assert (loser_view.version, loser_view.summary) == (2, f"writer {results.index(True)}")
 
@@ -132,14 +132,14 @@ async def test_postgres_first_inserts_racing(
             (uuid.uuid4(), memory_scope.flow_id, memory_scope.user_id, memory_scope.session_id),
         )
         writers = [
-            asyncio.create_task(save(memory_scope.kwargs(), MemoryState(summary=f"writer {n}"), 0)) for n in range(2)
+            asyncio.create_task(save(memory_scope.kwargs(), Summary(summary=f"writer {n}"), 0)) for n in range(2)
         ]
         await _wait_for_lock_waiters(observer, 2)
         await blocker.rollback()
         results = await asyncio.gather(*writers)
 
     assert sorted(results) == [False, True]
-    stored = await stored_state(**memory_scope.kwargs())
+    stored = await stored_summary(**memory_scope.kwargs())
     assert stored is not None
     assert (stored.version, stored.summary) == (1, f"writer {results.index(True)}")
 
@@ -148,7 +148,7 @@ async def test_database_refuses_a_second_no_context_row(
     langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
 ) -> None:
     await insert_messages(memory_scope, [(at(0), "hello")])
-    assert await save(memory_scope.kwargs(), MemoryState(), 0)
+    assert await save(memory_scope.kwargs(), Summary(), 0)
     now = datetime.now(timezone.utc)
     duplicate = {
         "id": uuid.uuid4(),
@@ -174,25 +174,25 @@ async def test_database_refuses_a_second_no_context_row(
 
 async def test_graph_run_cannot_widen_flow_or_owner(memory_scope: MemoryScope, insert_messages) -> None:
     await insert_messages(memory_scope, [(at(0), "hello"), (at(1), "hi")])
-    assert await save(memory_scope.kwargs(), MemoryState(summary="mine"), 0)
+    assert await save(memory_scope.kwargs(), Summary(summary="mine"), 0)
     victim = MemoryScope.new()
     await insert_messages(victim, [(at(0), "secret")])
-    assert await save(victim.kwargs(), MemoryState(summary="victim's"), 0)
+    assert await save(victim.kwargs(), Summary(summary="victim's"), 0)
 
     with graph_run(memory_scope.flow_id, memory_scope.user_id):
         # The graph's own scope resolves, with or without the ids spelled out.
         implicit = {"flow_id": None, "user_id": None, "session_id": memory_scope.session_id}
         for own in (implicit, memory_scope.kwargs()):
-            stored = await stored_state(**own)
+            stored = await stored_summary(**own)
             assert stored is not None
             assert stored.summary == "mine"
             assert len(await store_of(own).after(None, 10)) == 2
 
         for widened in (victim.kwargs(), victim.kwargs(flow_id=memory_scope.flow_id), victim.kwargs(user_id=None)):
-            assert await stored_state(**widened) is None
+            assert await stored_summary(**widened) is None
             assert await store_of(widened).after(None, 10) == []
             assert await store_of(widened).recent(10) == []
-            assert not await save(widened, MemoryState(summary="hijack"), 1)
+            assert not await save(widened, Summary(summary="hijack"), 1)
         assert await sm.LangflowStore().purge_flows([victim.flow_id]) == 0
         purge = {"flow_id": victim.flow_id, "session_ids": [victim.session_id]}
         assert await sm.LangflowStore().purge_sessions(**purge, user_id=victim.user_id) == 0
@@ -200,10 +200,10 @@ async def test_graph_run_cannot_widen_flow_or_owner(memory_scope: MemoryScope, i
 
     with graph_run(None, memory_scope.user_id):
         # A graph without a flow id binds "no flow": explicit ids do not get around it.
-        assert await stored_state(**memory_scope.kwargs()) is None
+        assert await stored_summary(**memory_scope.kwargs()) is None
         assert await store_of(memory_scope.kwargs()).after(None, 10) == []
 
-    stored_victim = await stored_state(**victim.kwargs())
+    stored_victim = await stored_summary(**victim.kwargs())
     assert stored_victim is not None
     assert (stored_victim.summary, stored_victim.version) == ("victim's", 1)
 
@@ -225,12 +225,12 @@ async def test_verbatim_messages_are_built_as_langflow_builds_them(memory_scope:
     assert all(m.timestamp.tzinfo is not None for m in stored)
 
 
-async def _turn_by_separate_reads(store: sm.LangflowSessionStore, limit: int) -> tuple[MemoryState, list[str]]:
+async def _turn_by_separate_reads(store: sm.LangflowSessionStore, limit: int) -> tuple[Summary, list[str]]:
     state = await store.load_state()
     return state, [m.id for m in await store.recent(limit, after=state.cursor)]
 
 
-async def _turn(store: sm.LangflowSessionStore, limit: int) -> tuple[MemoryState, list[str]]:
+async def _turn(store: sm.LangflowSessionStore, limit: int) -> tuple[Summary, list[str]]:
     state, messages = await store.load_turn(limit)
     return state, [m.id for m in messages]
 
@@ -248,10 +248,10 @@ async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
     tie_order = sorted(ids[5:])  # equal timestamps are read in id order
 
     state, read = await _turn(store, limit=4)
-    assert (state, read) == (MemoryState(), ids[3:5] + tie_order)
+    assert (state, read) == (Summary(), ids[3:5] + tie_order)
     assert (state, read) == await _turn_by_separate_reads(store, 4)
 
-    folded = MemoryState(summary="s", pinned={"k": "v"}, cursor=Cursor(at(5), tie_order[0]), folded_count=6)
+    folded = Summary(summary="s", pinned={"k": "v"}, cursor=Cursor(at(5), tie_order[0]), folded_count=6)
     assert await store.save_state(folded, expected_version=0)
     state, read = await _turn(store, limit=4)
     assert (state.summary, state.pinned, state.cursor, state.version, read) == (
@@ -268,7 +268,7 @@ async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
     assert await _turn(store, limit=4) == ((await store.load_state()), [])
     assert (await store.load_state()).summary == "s"
 
-    failing = MemoryState(failed_folds=2, retry_after=at(60), row_id=folded.row_id)
+    failing = Summary(failed_folds=2, retry_after=at(60), row_id=folded.row_id)
     assert await store.save_state(failing, expected_version=2)
     state, read = await _turn(store, limit=3)
     assert (state.failed_folds, state.cursor, state.version, read) == (2, None, 3, ids[4:5] + tie_order)
@@ -324,12 +324,12 @@ async def test_load_turn_keeps_to_its_context_and_stops_at_the_turns_input(
     store = store_of(memory_scope.kwargs(**ctx), exclude_ids=[str(input_id)])
 
     state, messages = await store.load_turn(10)
-    assert (state, [m.text for m in messages]) == (MemoryState(), ["m0", "m1", "m2", "m3", "tie before"])
+    assert (state, [m.text for m in messages]) == (Summary(), ["m0", "m1", "m2", "m3", "tie before"])
 
     # A state row of the session without a context is another scope; this context's row bounds the read.
-    assert await store.save_state(MemoryState(summary="ctx", cursor=Cursor(at(1), str(rows[1].id))), expected_version=0)
+    assert await store.save_state(Summary(summary="ctx", cursor=Cursor(at(1), str(rows[1].id))), expected_version=0)
     no_context = store_of(memory_scope.kwargs(), exclude_ids=[str(input_id)])
-    assert await no_context.save_state(MemoryState(summary="none"), expected_version=0)
+    assert await no_context.save_state(Summary(summary="none"), expected_version=0)
     state, messages = await store.load_turn(10)
     assert (state.summary, [m.text for m in messages]) == ("ctx", ["m2", "m3", "tie before"])
 
@@ -344,7 +344,7 @@ async def test_load_turn_bounds_the_read_by_the_cursor_message_itself(
     await insert_messages(other_session, [(at(3), "elsewhere")])
     store = store_of(memory_scope.kwargs())
 
-    assert await store.save_state(MemoryState(summary="s", cursor=Cursor(at(3), str(rows[3].id))), expected_version=0)
+    assert await store.save_state(Summary(summary="s", cursor=Cursor(at(3), str(rows[3].id))), expected_version=0)
     await move_rows_behind_langflows_back([rows[3].id], other_session.session_id)
     state, read = await _turn(store, limit=10)
     assert (state.summary, state.cursor, read) == ("", None, [str(r.id) for r in rows if r.id != rows[3].id])
@@ -368,7 +368,7 @@ async def test_load_turn_is_one_statement_when_unfolded_messages_exist(
     await store.load_turn(5)  # the migration check of a first call is not part of a turn
     for cursor in (None, Cursor(at(20), str(rows[20].id))):
         if cursor is not None:
-            assert await store.save_state(MemoryState(summary="s", cursor=cursor), expected_version=0)
+            assert await store.save_state(Summary(summary="s", cursor=cursor), expected_version=0)
         with statement_counter() as trips:
             state, messages = await store.load_turn(5)
         assert (state.cursor, [m.text for m in messages]) == (cursor, ["m24", "m25", "m26", "m27", "m28"])
@@ -385,7 +385,7 @@ def test_unsupported_without_langflow_services_answers_empty(tmp_path) -> None:
         import asyncio, uuid
         from datetime import datetime, timezone
         from langflow_summarizing_agent import session_memory as sm
-        from langflow_summarizing_agent.state import Cursor, MemoryState
+        from langflow_summarizing_agent.state import Cursor, Summary
 
         async def main():
             ids = {"flow_id": uuid.uuid4(), "user_id": uuid.uuid4(), "session_id": "s"}
@@ -394,9 +394,9 @@ def test_unsupported_without_langflow_services_answers_empty(tmp_path) -> None:
             store = everything.session(**ids)
             return [
                 sm.session_memory_supported(),
-                await store.load_state() == MemoryState(),
-                await store.load_turn(5) == (MemoryState(), []),
-                await store.save_state(MemoryState(), expected_version=0),
+                await store.load_state() == Summary(),
+                await store.load_turn(5) == (Summary(), []),
+                await store.save_state(Summary(), expected_version=0),
                 await store.after(None, 5),
                 await store.recent(5),
                 await store.count_after(None, cursor),

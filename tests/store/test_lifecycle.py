@@ -17,7 +17,7 @@ from sqlalchemy import delete, select, update
 from langflow_summarizing_agent import lifecycle
 from langflow_summarizing_agent.models import SessionMemoryStateTable
 from langflow_summarizing_agent.session_memory import LangflowStore, StateRows
-from langflow_summarizing_agent.state import Cursor, MemoryState
+from langflow_summarizing_agent.state import Cursor, Summary
 from tests.support.langflow_db import MemoryScope
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
@@ -39,7 +39,7 @@ def listeners() -> Iterator[None]:
 
 
 async def save_folded(scope: MemoryScope, cursor_message: Any, *, context_id: str | None = None, **kw: Any) -> None:
-    state = MemoryState(
+    state = Summary(
         summary=f"summary up to {cursor_message.text}",
         pinned={"project_id": "PRJ-1"},
         cursor=Cursor(cursor_message.timestamp, str(cursor_message.id)),
@@ -212,7 +212,7 @@ async def test_deleting_every_message_deletes_a_state_without_cursor(
 ) -> None:
     messages = await insert_messages(memory_scope, [(at(0), "only")])
     store = LangflowStore().session(**memory_scope.kwargs())
-    assert await store.save_state(MemoryState(failed_folds=2), expected_version=0)
+    assert await store.save_state(Summary(failed_folds=2), expected_version=0)
 
     await delete_message_ids([messages[0].id])
 

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from langflow_summarizing_agent import migrate
 from langflow_summarizing_agent.models import SCOPE_CONSTRAINT, TABLE_NAME
-from tests.support.langflow_db import LangflowDatabase, restart_langflow_services, stored_state
+from tests.support.langflow_db import LangflowDatabase, restart_langflow_services, stored_summary
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIRST_REVISION = REPO_ROOT / "migrations" / "versions" / "3f9c1a7e5b20_create_session_memory_state.py"
@@ -114,7 +114,7 @@ async def test_first_use_applies_migrations(langflow_db: LangflowDatabase) -> No
     assert migrate.current(langflow_db.url) is None
 
     ids = {"flow_id": uuid.uuid4(), "user_id": uuid.uuid4(), "session_id": "first-use"}
-    assert await stored_state(**ids) is None
+    assert await stored_summary(**ids) is None
 
     assert migrate.current(langflow_db.url) == migrate.head()
 

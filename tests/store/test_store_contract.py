@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from langflow_summarizing_agent.state import Cursor, MemoryState, Rename, StateStore, StoredMessage
+from langflow_summarizing_agent.state import Cursor, Summary, Rename, StateStore, StoredMessage
 from tests.support.fakes import InMemoryStateStore
 from tests.support.langflow_db import STORE_IN_MEMORY, LangflowDatabase, MemoryScope
 
@@ -115,11 +115,11 @@ async def _move_behind_langflows_back(scope: MemoryScope, new_session_id: str) -
         await connection.execute(sa.update(table).where(*where).values(session_id=new_session_id))
 
 
-async def saved(harness: Harness, scope: MemoryScope, summary: str = "s", **overrides: Any) -> MemoryState:
+async def saved(harness: Harness, scope: MemoryScope, summary: str = "s", **overrides: Any) -> Summary:
     """A first save of the scope, after one message so the session exists; the saved state."""
     if not await harness.session(scope, **overrides).after(None, 1):
         await harness.add(scope, [(at(0), "hello")], **{k: v for k, v in overrides.items() if k == "context_id"})
-    state = MemoryState(summary=summary)
+    state = Summary(summary=summary)
     assert await harness.session(scope, **overrides).save_state(state, expected_version=0)
     return state
 
@@ -130,11 +130,11 @@ async def saved(harness: Harness, scope: MemoryScope, summary: str = "s", **over
 async def test_insert_then_compare_and_swap(harness: Harness, memory_scope: MemoryScope) -> None:
     store = harness.session(memory_scope)
     await harness.add(memory_scope, [(at(0), "hello")])
-    first = MemoryState(summary="first")
+    first = Summary(summary="first")
     assert await store.save_state(first, expected_version=0)
     assert (first.version, first.row_id is not None) == (1, True)
 
-    assert not await store.save_state(MemoryState(summary="dup"), expected_version=0)
+    assert not await store.save_state(Summary(summary="dup"), expected_version=0)
     second = dataclasses.replace(first, summary="second")
     assert await store.save_state(second, expected_version=1)
     assert not await store.save_state(dataclasses.replace(first, summary="stale"), expected_version=1)
@@ -147,7 +147,7 @@ async def test_state_round_trips_every_field(harness: Harness, memory_scope: Mem
     ids = await harness.add(memory_scope, [(at(3.000123), "hello")])
     cursor = Cursor(at(3.000123), ids[0])
     retry_after = datetime(2026, 5, 1, 8, 30, tzinfo=timezone(timedelta(hours=2)))
-    state = MemoryState(
+    state = Summary(
         summary="- the user runs PRJ-7",
         pinned={"project_id": "PRJ-7", "cluster": "EU cluster"},
         cursor=cursor,
@@ -192,7 +192,7 @@ async def test_concurrent_first_inserts_exactly_one_wins(harness: Harness, memor
     store = harness.session(memory_scope)
 
     results = await asyncio.gather(
-        *(store.save_state(MemoryState(summary=f"writer {n}"), expected_version=0) for n in range(6))
+        *(store.save_state(Summary(summary=f"writer {n}"), expected_version=0) for n in range(6))
     )
 
     assert results.count(True) == 1
@@ -206,14 +206,14 @@ async def test_a_save_that_read_before_a_reset_fails_even_after_a_fresh_row(
     """ABA: a slow fold reads version 1, a reset deletes the row, another run stores a fresh version 1."""
     ids = await harness.add(memory_scope, [(at(0), "hello"), (at(1), "hi")])
     store = harness.session(memory_scope)
-    assert await store.save_state(MemoryState(summary="before the reset"), expected_version=0)
+    assert await store.save_state(Summary(summary="before the reset"), expected_version=0)
     read_by_slow_fold = await store.load_state()
 
     assert await harness.store.reset(flow_id=memory_scope.flow_id, session_id=memory_scope.session_id) == 1
     slow = dataclasses.replace(read_by_slow_fold, summary="folded before the reset", cursor=Cursor(at(1), ids[1]))
     assert not await store.save_state(slow, expected_version=read_by_slow_fold.version)
 
-    assert await store.save_state(MemoryState(summary="rebuilt"), expected_version=0)
+    assert await store.save_state(Summary(summary="rebuilt"), expected_version=0)
     assert (await store.load_state()).version == read_by_slow_fold.version
     assert not await store.save_state(slow, expected_version=read_by_slow_fold.version)
     assert (await store.load_state()).summary == "rebuilt"
@@ -223,15 +223,15 @@ async def test_a_deleted_session_gets_no_row_back(harness: Harness, memory_scope
     """A fold that read the session before it was deleted cannot store a row for it, by insert or by swap."""
     ids = await harness.add(memory_scope, [(at(0), "hello"), (at(1), "hi")])
     store = harness.session(memory_scope)
-    folded = MemoryState(summary="greetings", cursor=Cursor(at(1), ids[1]), folded_count=2)
+    folded = Summary(summary="greetings", cursor=Cursor(at(1), ids[1]), folded_count=2)
 
     await harness.delete(ids)
     assert not await store.save_state(folded, expected_version=0)
-    assert not await store.save_state(MemoryState(failed_folds=1), expected_version=0)
+    assert not await store.save_state(Summary(failed_folds=1), expected_version=0)
     assert await harness.store.count(flow_id=memory_scope.flow_id) == 0
 
     ids = await harness.add(memory_scope, [(at(2), "again"), (at(3), "yes")])
-    current = MemoryState(summary="s", cursor=Cursor(at(2), ids[0]))
+    current = Summary(summary="s", cursor=Cursor(at(2), ids[0]))
     assert await store.save_state(current, expected_version=0)
     read = await store.load_state()
     await harness.delete(ids)
@@ -244,8 +244,8 @@ async def test_a_save_needs_its_cursor_message_in_the_session(harness: Harness, 
     other_ids = await harness.add(elsewhere, [(at(0), "elsewhere")])
     store = harness.session(memory_scope)
 
-    assert not await store.save_state(MemoryState(cursor=Cursor(at(0), other_ids[0])), expected_version=0)
-    assert await store.save_state(MemoryState(cursor=Cursor(at(1), ids[1])), expected_version=0)
+    assert not await store.save_state(Summary(cursor=Cursor(at(0), other_ids[0])), expected_version=0)
+    assert await store.save_state(Summary(cursor=Cursor(at(1), ids[1])), expected_version=0)
 
 
 # Scope
@@ -253,7 +253,7 @@ async def test_a_save_needs_its_cursor_message_in_the_session(harness: Harness, 
 
 async def test_no_context_is_one_row_whether_none_or_empty(harness: Harness, memory_scope: MemoryScope) -> None:
     await saved(harness, memory_scope, "none", context_id=None)
-    assert not await harness.session(memory_scope, context_id="").save_state(MemoryState(), expected_version=0)
+    assert not await harness.session(memory_scope, context_id="").save_state(Summary(), expected_version=0)
     assert (await harness.session(memory_scope, context_id="").load_state()).summary == "none"
 
 
@@ -261,10 +261,10 @@ async def test_each_context_has_its_own_row(harness: Harness, memory_scope: Memo
     await harness.add(memory_scope, [(at(0), "hello")])
     for context_id in ("alpha", "beta", None):
         store = harness.session(memory_scope, context_id=context_id)
-        assert await store.save_state(MemoryState(summary=f"ctx {context_id}"), expected_version=0)
+        assert await store.save_state(Summary(summary=f"ctx {context_id}"), expected_version=0)
     for context_id in ("alpha", "beta", None):
         assert (await harness.session(memory_scope, context_id=context_id).load_state()).summary == f"ctx {context_id}"
-    assert await harness.session(memory_scope, context_id="gamma").load_state() == MemoryState()
+    assert await harness.session(memory_scope, context_id="gamma").load_state() == Summary()
 
 
 @pytest.mark.parametrize("other", ["user", "flow"])
@@ -276,7 +276,7 @@ async def test_another_user_or_flow_cannot_read_overwrite_or_delete(
     await harness.add(MemoryScope(intruder["flow_id"], intruder["user_id"], memory_scope.session_id), [(at(5), "x")])
     theirs = harness.store.session(**intruder)
 
-    assert await theirs.load_state() == MemoryState()
+    assert await theirs.load_state() == Summary()
     assert not await theirs.save_state(dataclasses.replace(owners, summary="hijack"), expected_version=1)
     assert [m.text for m in await theirs.after(None, 10)] == ["x"]
     assert (
@@ -286,7 +286,7 @@ async def test_another_user_or_flow_cannot_read_overwrite_or_delete(
         == 0
     )
     # Saving at version 0 only ever creates the intruder's own row.
-    assert await theirs.save_state(MemoryState(summary="own"), expected_version=0)
+    assert await theirs.save_state(Summary(summary="own"), expected_version=0)
 
     stored = await harness.session(memory_scope).load_state()
     assert (stored.summary, stored.version) == ("owner's", 1)
@@ -302,9 +302,9 @@ async def test_unresolvable_ids_fail_closed(harness: Harness, memory_scope: Memo
         memory_scope.kwargs(session_id=""),
     ):
         store = harness.store.session(**broken)
-        assert await store.load_state() == MemoryState()
-        assert await store.load_turn(10) == (MemoryState(), [])
-        assert not await store.save_state(MemoryState(), expected_version=0)
+        assert await store.load_state() == Summary()
+        assert await store.load_turn(10) == (Summary(), [])
+        assert not await store.save_state(Summary(), expected_version=0)
         assert await store.after(None, 10) == []
         assert await store.recent(10) == []
     # An owner that does not resolve must not turn into "every owner".
@@ -426,9 +426,9 @@ async def test_load_turn_reads_the_state_and_what_follows_its_cursor(
     tie_order = sorted(ids[5:])
 
     state, read = await store.load_turn(4)
-    assert (state, [m.id for m in read]) == (MemoryState(), ids[3:5] + tie_order)
+    assert (state, [m.id for m in read]) == (Summary(), ids[3:5] + tie_order)
 
-    folded = MemoryState(summary="s", pinned={"k": "v"}, cursor=Cursor(at(5), tie_order[0]), folded_count=6)
+    folded = Summary(summary="s", pinned={"k": "v"}, cursor=Cursor(at(5), tie_order[0]), folded_count=6)
     assert await store.save_state(folded, expected_version=0)
     state, read = await store.load_turn(4)
     assert (state, [m.id for m in read]) == (folded, [tie_order[1]])
@@ -446,7 +446,7 @@ async def test_a_row_whose_cursor_message_is_gone_loads_emptied_and_is_replaced(
 ) -> None:
     ids = await harness.add(memory_scope, [(at(i), f"m{i}") for i in range(4)])
     store = harness.session(memory_scope)
-    folded = MemoryState(summary="s", pinned={"k": "v"}, cursor=Cursor(at(2), ids[2]), folded_count=3)
+    folded = Summary(summary="s", pinned={"k": "v"}, cursor=Cursor(at(2), ids[2]), folded_count=3)
     assert await store.save_state(folded, expected_version=0)
 
     await harness.delete([ids[2]])
@@ -463,7 +463,7 @@ async def test_a_row_whose_cursor_message_is_gone_loads_emptied_and_is_replaced(
 async def test_a_row_without_cursor_is_stale_once_its_session_is_empty(
     harness: Harness, memory_scope: MemoryScope
 ) -> None:
-    failing = MemoryState(failed_folds=2, retry_after=at(60))
+    failing = Summary(failed_folds=2, retry_after=at(60))
     await harness.add(memory_scope, [(at(0), "hello")])
     store = harness.session(memory_scope)
     assert await store.save_state(failing, expected_version=0)
@@ -504,7 +504,7 @@ async def test_reset_deletes_one_context_or_every_context(harness: Harness, memo
     ids = {"flow_id": memory_scope.flow_id, "session_id": memory_scope.session_id}
 
     assert await harness.store.reset(**ids, context_id="a") == 1
-    assert await harness.session(memory_scope, context_id="a").load_state() == MemoryState()
+    assert await harness.session(memory_scope, context_id="a").load_state() == Summary()
     assert await harness.store.reset(**ids, context_id="") == 1
     assert (await harness.session(memory_scope, context_id="b").load_state()).summary == "b"
     assert await harness.store.reset(**ids) == 1
@@ -519,7 +519,7 @@ async def test_purge_by_session_ids(harness: Harness, memory_scope: MemoryScope)
 
     assert await harness.store.purge_sessions(**owner, session_ids=[]) == 0
     assert await harness.store.purge_sessions(**owner, session_ids=[s.session_id for s in sessions[:2]]) == 2
-    assert await harness.session(sessions[0]).load_state() == MemoryState()
+    assert await harness.session(sessions[0]).load_state() == Summary()
     assert (await harness.session(sessions[2]).load_state()).version == 1
 
 
@@ -532,7 +532,7 @@ async def test_purge_by_flow_covers_every_owner(harness: Harness, memory_scope: 
     await saved(harness, other_flow)
 
     assert await harness.store.purge_flows([memory_scope.flow_id]) == 3
-    assert await harness.session(other_owner).load_state() == MemoryState()
+    assert await harness.session(other_owner).load_state() == Summary()
     assert (await harness.session(other_flow).load_state()).version == 1
     assert await harness.store.purge_sessions(flow_id=memory_scope.flow_id, session_ids=[memory_scope.session_id]) == 0
 
@@ -542,19 +542,19 @@ async def test_purge_by_message_ids_drops_only_summaries_that_folded_one(
 ) -> None:
     ids = await harness.add(memory_scope, [(at(i), f"m{i}") for i in range(6)])
     store = harness.session(memory_scope)
-    assert await store.save_state(MemoryState(summary="s", cursor=Cursor(at(2), ids[2])), expected_version=0)
+    assert await store.save_state(Summary(summary="s", cursor=Cursor(at(2), ids[2])), expected_version=0)
 
     assert await harness.store.purge_messages([ids[4]]) == 0
     assert (await store.load_state()).summary == "s"
     assert await harness.store.purge_messages([ids[1]]) == 1
-    assert await store.load_state() == MemoryState()
+    assert await store.load_state() == Summary()
 
 
 async def test_purge_by_message_ids_drops_a_state_whose_session_loses_every_message(
     harness: Harness, memory_scope: MemoryScope
 ) -> None:
     ids = await harness.add(memory_scope, [(at(0), "hello"), (at(1), "hi")])
-    await harness.session(memory_scope).save_state(MemoryState(failed_folds=1), expected_version=0)
+    await harness.session(memory_scope).save_state(Summary(failed_folds=1), expected_version=0)
 
     assert await harness.store.purge_messages(ids[:1]) == 0
     assert await harness.store.purge_messages(ids) == 1

@@ -26,7 +26,7 @@ from lfx.field_typing import LanguageModel
 from lfx.io import BoolInput, DropdownInput, FloatInput, MessageTextInput, Output
 from pydantic import Field, field_validator
 
-from langflow_summarizing_agent.fold import FOLD_SYSTEM_PROMPT
+from langflow_summarizing_agent.engine.prompt import FOLD_SYSTEM_PROMPT
 
 FOLD_PROMPT_START = FOLD_SYSTEM_PROMPT.split("\n", 1)[0]
 FACT_PATTERNS = {

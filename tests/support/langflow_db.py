@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from langflow_summarizing_agent.state import MemoryState
+from langflow_summarizing_agent.engine.records import Scope, Summary
 
 STORE_IN_MEMORY = "memory"
 """A `langflow_db` parameter for the store contract suite only: the in-memory fake store, no Langflow services."""
@@ -40,20 +40,26 @@ class MemoryScope:
     def new(cls) -> MemoryScope:
         return cls(uuid.uuid4(), uuid.uuid4(), f"session-{uuid.uuid4().hex[:8]}")
 
-    def kwargs(self, **overrides: Any) -> dict[str, Any]:
-        """Keyword arguments of `LangflowStore().session()` for this scope."""
-        return {"flow_id": self.flow_id, "user_id": self.user_id, "session_id": self.session_id, **overrides}
+    def scope(self, **overrides: Any) -> Scope:
+        """The engine's `Scope` of these ids (`context_id` and any id overridden)."""
+        values: dict[str, Any] = {"flow_id": self.flow_id, "user_id": self.user_id, "session_id": self.session_id}
+        return Scope(**{**values, **overrides})
+
+    def store(self, *, before: Any = None, through: Any = None, **overrides: Any) -> Any:
+        """A `DatabaseStore` of this scope."""
+        from langflow_summarizing_agent.storage.database import DatabaseStore
+
+        return DatabaseStore(self.scope(**overrides), before=before, through=through)
 
 
-async def stored_state(
+async def stored_summary(
     *, flow_id: Any, user_id: Any, session_id: str, context_id: str | None = None
-) -> MemoryState | None:
-    """A scope's state as a turn loads it from Langflow's database; None when no row is stored."""
-    from langflow_summarizing_agent.session_memory import LangflowStore
+) -> Summary | None:
+    """A scope's summary as a turn loads it from Langflow's database; None when no row is stored."""
+    from langflow_summarizing_agent.storage.database import DatabaseStore
 
-    store = LangflowStore().session(flow_id=flow_id, user_id=user_id, session_id=session_id, context_id=context_id)
-    state = await store.load_state()
-    return None if state.row_id is None else state
+    summary = await DatabaseStore(Scope(flow_id, user_id, session_id, context_id)).load()
+    return None if summary.row_id is None else summary
 
 
 async def restart_langflow_services() -> None:

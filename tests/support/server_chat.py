@@ -22,8 +22,8 @@ from lfx.components.input_output import ChatInput, ChatOutput
 from lfx.graph import Graph
 
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
-from langflow_summarizing_agent.migrate import sync_database_url
-from langflow_summarizing_agent.models import SessionMemoryStateTable
+from langflow_summarizing_agent.storage.migrate import sync_database_url
+from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
 from tests.support.fake_chat_model import FakeChatModelComponent
 from tests.support.server_fixtures import LangflowServer
 

@@ -18,7 +18,7 @@ from langflow_summarizing_agent.fold import (
     SaveFailures,
     message_tokens,
 )
-from langflow_summarizing_agent.state import MemoryState
+from langflow_summarizing_agent.state import Summary
 from tests.support.fakes import InMemoryStore, RecordingSummarizer, make_messages
 
 PINNED = ("project_id", "cluster")
@@ -152,7 +152,7 @@ async def test_a_failing_summarizer_backs_off_instead_of_failing_every_turn():
 class SaveFailingStore(InMemoryStore):
     """A store that reads but cannot write, as a read-only replica or a locked database file."""
 
-    async def save_state(self, state: MemoryState, expected_version: int) -> bool:
+    async def save_state(self, state: Summary, expected_version: int) -> bool:
         raise OSError("database is locked")
 
 
@@ -401,7 +401,7 @@ async def test_the_window_goes_whole_even_where_an_earlier_fold_took_part_of_it(
     store = session(30)
     summarizer = RecordingSummarizer()
     # A state left by an earlier version that folded into the window: everything but the last 3 messages.
-    store.state = replace(MemoryState(summary="- earlier", cursor=store.messages[26].cursor, folded_count=27))
+    store.state = replace(Summary(summary="- earlier", cursor=store.messages[26].cursor, folded_count=27))
 
     turn = await Folder(store, summarizer, settings()).prepare_history()
 

@@ -45,7 +45,7 @@ from langflow_summarizing_agent.fold import (
     TurnHistory,
     render_summary_message,
 )
-from langflow_summarizing_agent.state import MemoryState, Role, StoredMessage
+from langflow_summarizing_agent.state import Summary, Role, StoredMessage
 from tests.support.fake_chat_model import parse_fold_prompt
 from tests.support.fakes import T0, InMemoryStore, RecordingSummarizer, make_messages
 
@@ -278,7 +278,7 @@ class VerbatimPolicy(RuleBasedStateMachine):
         self.summarizer.race = race
 
     def turn(self, *, compact: bool = False) -> None:
-        before = self.store.state or MemoryState()
+        before = self.store.state or Summary()
         before = replace(before, pinned=dict(before.pinned))
         calls_before = self.summarizer.calls
         self.summarizer.raced = None
@@ -362,7 +362,7 @@ class VerbatimPolicy(RuleBasedStateMachine):
             assert turn.summary_text.startswith(SUMMARY_PREFIX)
 
     def check_what_is_folded(
-        self, turn: TurnHistory, before: MemoryState, batches: list[list[str]], *, compact: bool, now: datetime
+        self, turn: TurnHistory, before: Summary, batches: list[list[str]], *, compact: bool, now: datetime
     ) -> None:
         chosen = self.settings
         visible = self.visible()
@@ -458,7 +458,7 @@ async def test_what_a_new_summary_pushes_out_of_the_window_is_folded_in_the_same
 async def test_a_summary_message_cut_to_fit_the_budget_keeps_its_note():
     store = InMemoryStore(make_messages(["a"] + [tagged_text(i, 200) for i in range(1, 5)] + ["b" * 100, "c" * 100]))
     urls = " ".join(["https://example.com/a/very/long/path/to/a/ticket"] * 20)
-    store.state = MemoryState(summary=f"- {urls}", cursor=store.messages[0].cursor, folded_count=1, version=1)
+    store.state = Summary(summary=f"- {urls}", cursor=store.messages[0].cursor, folded_count=1, version=1)
     chosen = FoldSettings(n_messages=3, fold_batch=20, summary_words=20, history_token_budget=300)
 
     turn = await Folder(store, RecordingSummarizer([RuntimeError("down")]), chosen).prepare_history()
@@ -573,8 +573,8 @@ def test_a_reply_stamped_by_a_clock_behind_the_database_is_planned_as_the_newest
     reply = StoredMessage("reply", stored_messages[-1].timestamp + timedelta(seconds=1), "assistant", "Noted.")
     behind = replace(reply, timestamp=T0 - timedelta(days=1))
 
-    on_time = PLAN_TURN(MemoryState(), stored_messages, chosen, upcoming=[reply], now=T0)
-    late = PLAN_TURN(MemoryState(), stored_messages, chosen, upcoming=[behind], now=T0)
+    on_time = PLAN_TURN(Summary(), stored_messages, chosen, upcoming=[reply], now=T0)
+    late = PLAN_TURN(Summary(), stored_messages, chosen, upcoming=[behind], now=T0)
 
     assert [m.id for m in on_time.fold] == [m.id for m in stored_messages], "all but the next turn's window"
     assert [m.id for m in late.fold] == [m.id for m in on_time.fold]
