@@ -35,8 +35,9 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
-from langflow_summarizing_agent.agent_memory import MEMORY_STEP_TITLE
-from langflow_summarizing_agent.fold import COMPACT_REPLY_PREFIX, SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX
+from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
+from langflow_summarizing_agent.wiring.agent_turn import MEMORY_STEP_TITLE
 from tests.support.flow_files import AGENT_TYPE, load_support_flow, with_offline_model
 from tests.support.postgres_database import running_in_ci
 from tests.support.server_chat import state_rows

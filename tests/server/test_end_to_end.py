@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import create_engine
 from sqlmodel import Session, select
 
-from langflow_summarizing_agent.fold import SUMMARY_PREFIX
-from langflow_summarizing_agent.models import SessionMemoryStateTable
+from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
+from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
 from tests.support.flow_files import agent_node, load_support_flow, read_records, with_offline_model
 from tests.support.server_chat import playground_turn
 from tests.support.server_fixtures import LangflowServer

@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
-from langflow_summarizing_agent.api import ROUTE_PREFIX
+from langflow_summarizing_agent.wiring.api import ROUTE_PREFIX
 from tests.support.server_chat import ServerChat, state_rows
 from tests.support.server_fixtures import LangflowServer
-
 
 # Through the HTTP API and the monitor's delete route
 

@@ -14,7 +14,6 @@ from tests.support.server_chat import ServerChat
 from tests.support.server_chat import state_rows as server_state_rows
 from tests.support.server_fixtures import LangflowServer
 
-
 # Every delete and rename path of a real server, over HTTP
 
 

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from langflow_summarizing_agent.agent_memory import MEMORY_STEP_NAME, MEMORY_STEP_TITLE
-from langflow_summarizing_agent.fold import SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
+from langflow_summarizing_agent.wiring.agent_turn import MEMORY_STEP_NAME, MEMORY_STEP_TITLE
 from tests.support.flow_files import agent_node, load_support_flow, with_offline_model
 from tests.support.server_chat import playground_turn
 from tests.support.server_fixtures import LangflowServer
+
 PINNED_VALUES = ("PRJ-123", "EU cluster")
 
 

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from langflow_summarizing_agent.api import MAX_ID_LENGTH, ROUTE_PREFIX
+from langflow_summarizing_agent.wiring.api import MAX_ID_LENGTH, ROUTE_PREFIX
 from tests.support.server_chat import ServerChat, state_rows
 from tests.support.server_fixtures import LangflowServer
 

@@ -9,6 +9,7 @@ the settings were used.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,8 @@ from tests.support.server_chat import (
 )
 from tests.support.server_fixtures import LangflowServer
 
+COMPONENT_CODE_0_1_0 = Path(__file__).parents[1] / "support" / "data" / "summarizing_agent_0_1_0.py.txt"
+"""The component source a flow saved by version 0.1.0 carries (it imports `agent_memory` and `fold`)."""
 DEFAULTS = {"n_messages": 100, "fold_batch": 8, "history_token_budget": 7_000}
 SUMMARY_SETTINGS = ("pinned_keys", "fold_batch", "summary_words", "history_token_budget", "max_folds_per_turn")
 
@@ -78,3 +81,15 @@ def test_a_saved_flow_with_the_switch_off_stays_off(owner):
     with chat.server.client(token=chat.token) as client:
         stored = client.get(f"/api/v1/flows/{chat.flow_id}").raise_for_status().json()
     assert agent_template(stored["data"])["summarize_older_messages"]["value"] is False
+
+
+def test_a_flow_saved_by_0_1_0_runs_its_own_component_code_and_folds(owner):
+    data = summarizing_flow_data()
+    template = agent_template(data)
+    saved_code = COMPONENT_CODE_0_1_0.read_text(encoding="utf-8")
+    assert "from langflow_summarizing_agent import agent_memory" in saved_code
+    assert template["code"]["value"] != saved_code
+    template["code"]["value"] = saved_code
+    chat = ServerChat.create(*owner, data=data)
+
+    assert [row["absorbed_count"] for row in _folded_after_two_turns(chat)] == [2]

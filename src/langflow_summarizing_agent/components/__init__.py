@@ -1,0 +1,1 @@
+"""The extension bundle: one folder per bundle, found through `extension.json`."""
