@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.script import filler_message
+from tests.support.round_trips import RoundTrips, statement_counter
 
 SUPPORT_FLOW = Path(__file__).resolve().parent.parent / "flows" / "summarizing_support_agent.json"
 
@@ -378,33 +379,3 @@ def _flow_scope(scope: _Scope) -> Iterator[None]:
     finally:
         reset_current_message_owner_id(owner_token)
         reset_current_flow_id(flow_token)
-
-
-@dataclass
-class RoundTrips:
-    statements: int = 0
-    commits: int = 0
-
-
-@contextmanager
-def statement_counter() -> Iterator[RoundTrips]:
-    """Counts statements and commits sent to Langflow's database (a round trip each) while the block runs."""
-    from langflow.services.deps import get_db_service
-    from sqlalchemy import event
-
-    counter = RoundTrips()
-    engine = get_db_service().engine.sync_engine
-
-    def statement(*_: Any) -> None:
-        counter.statements += 1
-
-    def commit(*_: Any) -> None:
-        counter.commits += 1
-
-    event.listen(engine, "before_cursor_execute", statement)
-    event.listen(engine, "commit", commit)
-    try:
-        yield counter
-    finally:
-        event.remove(engine, "commit", commit)
-        event.remove(engine, "before_cursor_execute", statement)

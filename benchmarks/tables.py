@@ -24,7 +24,7 @@ MAIN_RUNS = ("stock_100", "stock_10", "summarizing_10", "summarizing_10_failing"
 SCENARIOS = ("summarizing_10_switched", "summarizing_10_long", "summarizing_10_compact")
 SAME_ON_EVERY_BACKEND = MAIN_RUNS + SCENARIOS
 """Runs whose tokens and fidelity do not depend on the database: shown once, from SQLite, when they agree."""
-NONE = "–"
+NONE = "\u2013"
 
 
 def table(header: list[str], rows: list[list[str]], align: str) -> list[str]:
@@ -53,8 +53,7 @@ def support_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
 
     def previous_missing(m: dict[str, Any]) -> str:
         missing, cut = m["previous_exchange_missing_turns"], m["previous_exchange_over_budget_turns"]
-        notes = [f"exchange {t}" + (": alone over the budget, sent cut" if t in cut else "")
-                 for t in missing]
+        notes = [f"exchange {t}" + (": alone over the budget, sent cut" if t in cut else "") for t in missing]
         return f"{len(missing)}" + (f" ({'; '.join(notes)})" if notes else "")
 
     def fewest(m: dict[str, Any]) -> str:
@@ -66,8 +65,7 @@ def support_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
         ("total input tokens, summary calls included", lambda m: f"{m['total_input_tokens']:,}"),
         (
             "share of Agent n=100: total / mean input per agent call, last 20 exchanges",
-            lambda m: f"{share(m['total_input_tokens'], stock['total_input_tokens'])} / "
-            f"{share(m[last], stock[last])}",
+            lambda m: f"{share(m['total_input_tokens'], stock['total_input_tokens'])} / {share(m[last], stock[last])}",
         ),
         (
             "summary calls, failed (their input tokens)",
@@ -86,8 +84,10 @@ def support_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
             "messages never reached again after leaving the window",
             lambda m: f"{len(m['never_reached_again'])} of {m['left_window']}",
         ),
-        ("first message's facts reach the model in the last exchange",
-         lambda m: "yes" if m["first_facts_in_last_exchange"] else "no"),
+        (
+            "first message's facts reach the model in the last exchange",
+            lambda m: "yes" if m["first_facts_in_last_exchange"] else "no",
+        ),
         ("turns completed", lambda m: f"{m['turns_completed']}/{m['exchanges']}"),
     ]
 
@@ -116,12 +116,21 @@ def memory_table(report: dict[str, Any]) -> list[str]:
         return f"{statements} statement{'s' * (statements != 1)} + {commits} commit{'s' * (commits != 1)}"
 
     rows = [
-        [f"{c['messages']:,}", f"{c['stock_ms']:.2f} ms", f"{c['summarizing_ms']:.2f} ms", f"{c['ratio']:.2f}x",
-         trips(c["stock_statements"], c["stock_commits"]), trips(c["summarizing_statements"], c["summarizing_commits"])]
+        [
+            f"{c['messages']:,}",
+            f"{c['stock_ms']:.2f} ms",
+            f"{c['summarizing_ms']:.2f} ms",
+            f"{c['ratio']:.2f}x",
+            trips(c["stock_statements"], c["stock_commits"]),
+            trips(c["summarizing_statements"], c["summarizing_commits"]),
+        ]
         for c in memory["sizes"]
     ]
-    lines = table(["stored messages", "Agent", "Summarizing", "ratio", "Agent round trips", "Summarizing round trips"],
-                  rows, "rrrrll")
+    lines = table(
+        ["stored messages", "Agent", "Summarizing", "ratio", "Agent round trips", "Summarizing round trips"],
+        rows,
+        "rrrrll",
+    )
     if state := memory["state_io"]:
         lines += [
             "",
@@ -162,25 +171,45 @@ def support_session(report: dict[str, Any], name: str) -> list[str]:
 
 
 def latency(report: dict[str, Any], name: str) -> list[str]:
-    header = [f"{report['exchanges']} exchanges, {report['summary_seconds']:g} s summary calls", "p50 turn", "p95 turn",
-              "turns that waited", "total input tokens", "summary calls per exchange",
-              "fewest of the stock window sent whole", "turns without the previous exchange",
-              "messages never reached again"]
+    header = [
+        f"{report['exchanges']} exchanges, {report['summary_seconds']:g} s summary calls",
+        "p50 turn",
+        "p95 turn",
+        "turns that waited",
+        "total input tokens",
+        "summary calls per exchange",
+        "fewest of the stock window sent whole",
+        "turns without the previous exchange",
+        "messages never reached again",
+    ]
     rows = [
-        [r["label"], f"{r['p50_seconds']:.3f} s", f"{r['p95_seconds']:.3f} s", str(len(r["turns_waited"])),
-         f"{r['total_input_tokens']:,}", f"{r['summary_calls_per_exchange']:.3f}" if r["summary_calls"] else NONE,
-         f"{r['stock_window_verbatim_min_within_budget']} of {r['stock_window']}",
-         str(len(r["previous_exchange_missing_turns"])), str(len(r["never_reached_again"]))]
+        [
+            r["label"],
+            f"{r['p50_seconds']:.3f} s",
+            f"{r['p95_seconds']:.3f} s",
+            str(len(r["turns_waited"])),
+            f"{r['total_input_tokens']:,}",
+            f"{r['summary_calls_per_exchange']:.3f}" if r["summary_calls"] else NONE,
+            f"{r['stock_window_verbatim_min_within_budget']} of {r['stock_window']}",
+            str(len(r["previous_exchange_missing_turns"])),
+            str(len(r["never_reached_again"])),
+        ]
         for r in report["runs"].values()
     ]
     after, inline = report["runs"]["summarizing_10_after_reply"], report["runs"]["summarizing_10_inline"]
     extra = after["total_input_tokens"] / inline["total_input_tokens"] - 1
     return [
-        caption(report, name), "", *table(header, rows, "lrrrrrrrr"), "",
+        caption(report, name),
+        "",
+        *table(header, rows, "lrrrrrrrr"),
+        "",
         f"Memory path fixed cost at {report['memory_path_messages']} stored messages: {report['fixed_ms']:.1f} ms. "
         f"Folding after the reply takes {extra:.1%} more input tokens than folding in the turn "
         f"({after['total_input_tokens']:,} against {inline['total_input_tokens']:,}).",
-        "", "Targets:", "", *targets_table(report["targets"], "name", "measured", "holds"),
+        "",
+        "Targets:",
+        "",
+        *targets_table(report["targets"], "name", "measured", "holds"),
     ]
 
 
