@@ -254,7 +254,7 @@ def _session_ids(server: LangflowServer, user: ServerUser, flow_id: str) -> set[
 
 def _state_status(server: LangflowServer, user: ServerUser, flow_id: str, session_id: str) -> int:
     with server.client(token=user.token) as client:
-        response = client.get(f"/api/v1/summarizing-agent/sessions/{session_id}/state", params={"flow_id": flow_id})
+        response = client.get(f"/api/v1/summarizing-agent/sessions/{session_id}/summary", params={"flow_id": flow_id})
     return response.status_code
 
 

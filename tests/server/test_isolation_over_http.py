@@ -15,7 +15,7 @@ from tests.support.server_fixtures import LangflowServer
 
 
 def state_url(session_id: str) -> str:
-    return f"{ROUTE_PREFIX}/sessions/{session_id}/state"
+    return f"{ROUTE_PREFIX}/sessions/{session_id}/summary"
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_another_user_reads_resets_and_deletes_only_their_own_state_over_http(
         own = client.get(state_url(session_id), params={"flow_id": intruder.flow_id})
     assert [response.status_code for response in foreign] == [404, 404, 404]
     assert own.status_code == 200, own.text
-    [seen] = own.json()["states"]
+    [seen] = own.json()["summaries"]
     assert seen["user_id"] == intruder_user.id
     assert f"{session_id}-" not in seen["summary"]
 

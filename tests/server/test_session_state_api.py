@@ -17,7 +17,7 @@ def chat(langflow_server: LangflowServer) -> ServerChat:
 
 
 def state_url(session_id: str) -> str:
-    return f"{ROUTE_PREFIX}/sessions/{session_id}/state"
+    return f"{ROUTE_PREFIX}/sessions/{session_id}/summary"
 
 
 def get_state(chat: ServerChat, session_id: str, *, token: str | None = None, **params: str):
@@ -40,7 +40,7 @@ def test_read_returns_summary_cursor_and_counters(chat: ServerChat) -> None:
     assert response.status_code == 200, response.text
     body = response.json()
     assert (body["flow_id"], body["session_id"]) == (chat.flow_id, session_id)
-    [state] = body["states"]
+    [state] = body["summaries"]
     assert state["summary"].startswith(f"- folded {session_id}-1\n- folded echo: {session_id}-1")
     assert state["cursor"]["message_id"] == first_reply["id"]
     assert state["cursor"]["timestamp"].startswith(first_reply["timestamp"][:19].replace(" ", "T"))
@@ -59,19 +59,19 @@ def test_an_api_key_of_the_flow_owner_works_like_a_token(chat: ServerChat) -> No
         reset = client.delete(state_url(session_id), params={"flow_id": chat.flow_id})
 
     assert read.status_code == 200, read.text
-    assert read.json()["states"][0]["version"] == 1
+    assert read.json()["summaries"][0]["version"] == 1
     assert reset.json()["deleted"] == 1
 
 
 def test_read_narrows_to_a_context(chat: ServerChat) -> None:
     session_id = chat.new_session()
 
-    assert get_state(chat, session_id, context_id="").json()["states"][0]["context_id"] == ""
+    assert get_state(chat, session_id, context_id="").json()["summaries"][0]["context_id"] == ""
     missing = get_state(chat, session_id, context_id="other")
     assert missing.status_code == 404
     assert (
         missing.json()["detail"]
-        == f"Session {session_id!r} of flow {chat.flow_id} has no summary state in context 'other'"
+        == f"Session {session_id!r} of flow {chat.flow_id} has no summary in context 'other'"
     )
 
 
@@ -150,3 +150,20 @@ def test_refused_without_valid_credentials(chat: ServerChat) -> None:
     # Langflow answers a request without credentials 403 ("No authentication credentials provided").
     assert anonymous.status_code in {401, 403}
     assert bad_token.status_code == 401
+
+
+def test_the_0_1_0_path_answers_the_same_and_is_deprecated(chat: ServerChat) -> None:
+    session_id = chat.new_session()
+    old_path = f"{ROUTE_PREFIX}/sessions/{session_id}/state"
+
+    with chat.server.client(token=chat.token) as client:
+        new = client.get(state_url(session_id), params={"flow_id": chat.flow_id}).json()
+        old = client.get(old_path, params={"flow_id": chat.flow_id}).json()
+        schema = client.get("/openapi.json").json()
+        reset = client.delete(old_path, params={"flow_id": chat.flow_id}).json()
+
+    assert old == new
+    assert new["states"] == new["summaries"], "the older name stays as an alias"
+    assert schema["paths"][old_path.replace(session_id, "{session_id}")]["get"]["deprecated"] is True
+    assert "deprecated" not in schema["paths"][state_url("{session_id}")]["get"]
+    assert reset["deleted"] == 1

@@ -102,7 +102,7 @@ class ServerChat:
         last reply, so a turn's fold is saved when `say` returns."""
         with self.server.client(token=self.token) as client:
             response = client.get(
-                f"/api/v1/summarizing-agent/sessions/{session_id}/state", params={"flow_id": self.flow_id}
+                f"/api/v1/summarizing-agent/sessions/{session_id}/summary", params={"flow_id": self.flow_id}
             )
         if response.status_code == 404:
             return None

@@ -2,12 +2,14 @@
 
 Routes, under `ROUTE_PREFIX`:
 
-- `GET /sessions/{session_id}/state?flow_id=...[&context_id=...]`: the session's states (summary, pinned
+- `GET /sessions/{session_id}/summary?flow_id=...[&context_id=...]`: the session's summaries (summary text, pinned
   values, cursor, how many messages the summary covers, version, summary model, updated time), one per context and
-  message owner; `context_id` narrows to one context (`""` is "no context"). A state whose messages are gone reads
-  as empty, as the next turn sees it.
+  message owner; `context_id` narrows to one context (`""` is "no context"). A summary whose messages are gone
+  reads as empty, as the next turn sees it.
 - `DELETE` on the same path: reset. The rows are deleted and the next turn rebuilds the summary from the stored
   messages. Without `context_id` every context of the session is reset.
+- `/sessions/{session_id}/state` is the same pair under its 0.1.0 path, deprecated; `states` in the answer is the
+  same list as `summaries`.
 
 Both use Langflow's authentication and the ownership rules of the monitor endpoints (`api/v1/monitor.py`): the
 flow must be one the current user may read (write, to reset); a flow of another user answers the same 404 as a
@@ -44,10 +46,10 @@ class CursorRead(BaseModel):
     timestamp: datetime
 
 
-class StateRead(BaseModel):
+class SummaryRead(BaseModel):
     context_id: str
     user_id: UUID
-    """Owner of the messages the state was built from (the user who ran the flow)."""
+    """Owner of the messages the summary was built from (the user who ran the flow)."""
     summary: str
     pinned: dict[str, str]
     cursor: CursorRead | None
@@ -61,56 +63,60 @@ class StateRead(BaseModel):
     updated_at: datetime
 
 
-class SessionStateRead(BaseModel):
+class SessionSummaryRead(BaseModel):
     flow_id: UUID
     session_id: str
-    states: list[StateRead]
+    summaries: list[SummaryRead]
+    states: list[SummaryRead] = Field(deprecated="Use summaries; the same list.")
 
 
-class SessionStateReset(BaseModel):
+class SessionSummaryReset(BaseModel):
     flow_id: UUID
     session_id: str
     deleted: int
 
 
-@router.get("/sessions/{session_id}/state")
-async def read_session_state(
+@router.get("/sessions/{session_id}/summary")
+@router.get("/sessions/{session_id}/state", deprecated=True, summary="Read Session Summary (use /summary)")
+async def read_session_summary(
     session_id: str,
     session: DbSession,
     current_user: CurrentActiveUser,
     flow_id: Annotated[str | None, Query(description="UUID of the flow the session belongs to")] = None,
     context_id: Annotated[str | None, Query(description="Only this context; empty for 'no context'")] = None,
-) -> SessionStateRead:
-    """The summary state of a session, one entry per context and message owner."""
+) -> SessionSummaryRead:
+    """The session's summary, one entry per context and message owner."""
     flow_uuid = _valid_request(flow_id, session_id, context_id)
     await _ensure_flow_or_404(session, flow_uuid, current_user, write=False)
     await _ensure_storage()
     await _folds_ended(flow_uuid, session_id, context_id)
-    states = await session_summaries(flow_id=flow_uuid, session_id=session_id, context_id=context_id)
-    if not states:
+    found = await session_summaries(flow_id=flow_uuid, session_id=session_id, context_id=context_id)
+    if not found:
         raise HTTPException(
             status_code=status.HTTP_404_NOT_FOUND,
-            detail=f"Session {session_id!r} of flow {flow_uuid} has no summary state"
+            detail=f"Session {session_id!r} of flow {flow_uuid} has no summary"
             + ("" if context_id is None else f" in context {context_id!r}"),
         )
-    return SessionStateRead(flow_id=flow_uuid, session_id=session_id, states=[_state_read(found) for found in states])
+    summaries = [_summary_read(one) for one in found]
+    return SessionSummaryRead(flow_id=flow_uuid, session_id=session_id, summaries=summaries, states=summaries)
 
 
-@router.delete("/sessions/{session_id}/state")
-async def reset_session_state(
+@router.delete("/sessions/{session_id}/summary")
+@router.delete("/sessions/{session_id}/state", deprecated=True, summary="Reset Session Summary (use /summary)")
+async def reset_session_summary(
     session_id: str,
     session: DbSession,
     current_user: CurrentActiveUser,
     flow_id: Annotated[str | None, Query(description="UUID of the flow the session belongs to")] = None,
     context_id: Annotated[str | None, Query(description="Only this context; empty for 'no context'")] = None,
-) -> SessionStateReset:
-    """Delete the session's summary state; the next turn rebuilds it from the stored messages."""
+) -> SessionSummaryReset:
+    """Delete the session's summary; the next turn rebuilds it from the stored messages."""
     flow_uuid = _valid_request(flow_id, session_id, context_id)
     await _ensure_flow_or_404(session, flow_uuid, current_user, write=True)
     await _ensure_storage()
     await _folds_ended(flow_uuid, session_id, context_id)
     deleted = await reset_session(flow_id=flow_uuid, session_id=session_id, context_id=context_id)
-    return SessionStateReset(flow_id=flow_uuid, session_id=session_id, deleted=deleted)
+    return SessionSummaryReset(flow_id=flow_uuid, session_id=session_id, deleted=deleted)
 
 
 async def _folds_ended(flow_id: UUID, session_id: str, context_id: str | None) -> None:
@@ -184,22 +190,22 @@ async def _ensure_storage() -> None:
         ) from exc
 
 
-def _state_read(found: SessionSummary) -> StateRead:
-    state = found.summary
+def _summary_read(found: SessionSummary) -> SummaryRead:
+    summary = found.summary
     cursor = None
-    if state.cursor is not None:
-        cursor = CursorRead(message_id=UUID(state.cursor.message_id), timestamp=state.cursor.timestamp)
-    return StateRead(
+    if summary.cursor is not None:
+        cursor = CursorRead(message_id=UUID(summary.cursor.message_id), timestamp=summary.cursor.timestamp)
+    return SummaryRead(
         context_id=found.context_id,
         user_id=found.user_id,
-        summary=state.text,
-        pinned=dict(state.pinned),
+        summary=summary.text,
+        pinned=dict(summary.pinned),
         cursor=cursor,
-        folded_count=state.folded_count,
-        absorbed_count=state.folded_count,
-        version=state.version,
-        summary_model=state.summary_model,
-        failed_folds=state.failed_folds,
-        retry_after=state.retry_after,
-        updated_at=state.updated_at,
+        folded_count=summary.folded_count,
+        absorbed_count=summary.folded_count,
+        version=summary.version,
+        summary_model=summary.summary_model,
+        failed_folds=summary.failed_folds,
+        retry_after=summary.retry_after,
+        updated_at=summary.updated_at,
     )
