@@ -143,7 +143,9 @@ class InMemorySessionStore:
             return None
         else:
             row_id = current.row_id
-        saved = replace(summary, pinned=dict(summary.pinned), row_id=row_id, version=summary.version + 1, updated_at=utcnow())
+        saved = replace(
+            summary, pinned=dict(summary.pinned), row_id=row_id, version=summary.version + 1, updated_at=utcnow()
+        )
         self.database.rows[self._row_key] = saved
         self.database.saves += 1
         return saved
@@ -155,18 +157,14 @@ class InMemorySessionStore:
         if limit <= 0:
             return []
         found = [
-            m
-            for m in self._readable()
-            if (after is None or m.cursor > after) and (before is None or m.cursor < before)
+            m for m in self._readable() if (after is None or m.cursor > after) and (before is None or m.cursor < before)
         ]
         return found[-limit:] if newest else found[:limit]
 
     async def count(self, *, after: Cursor | None = None, before: Cursor | None = None) -> int:
         self.database.reads += 1
         return sum(
-            1
-            for m in self._readable()
-            if (after is None or m.cursor > after) and (before is None or m.cursor < before)
+            1 for m in self._readable() if (after is None or m.cursor > after) and (before is None or m.cursor < before)
         )
 
     def _is_current(self, cursor: Cursor | None) -> bool:

@@ -12,11 +12,15 @@ from typing import Any
 
 import pytest
 
-from langflow_summarizing_agent import background
-from langflow_summarizing_agent.agent_memory import reply_of
-from langflow_summarizing_agent.background import BackgroundFolds
-from langflow_summarizing_agent.fold import SUMMARY_PREFIX, Folder, FoldSettings
-from tests.support.fakes import InMemoryStore, RecordingSummarizer, make_messages
+from langflow_summarizing_agent.engine.fold import FoldResult, SaveFailures, Summarizer
+from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.settings import FoldSettings
+from langflow_summarizing_agent.engine.store import SessionStore
+from langflow_summarizing_agent.engine.turn import Turn, fold_if_due
+from langflow_summarizing_agent.wiring import background
+from langflow_summarizing_agent.wiring.agent_turn import _plan_folding_after_reply, reply_of
+from langflow_summarizing_agent.wiring.background import BackgroundFolds
+from tests.support.fakes import InMemorySessionStore, InMemoryStore, RecordingSummarizer, make_messages
 
 FOLD_BY_BATCH = {"n_messages": 5, "fold_batch": 4, "history_token_budget": 0}
 
@@ -29,8 +33,26 @@ def chat(count: int) -> InMemoryStore:
     return InMemoryStore(make_messages([f"message {n}" for n in range(count)]))
 
 
-def shown(turn: Any) -> list[str]:
-    return [m.text for m in turn.verbatim]
+def shown(turn: Turn) -> list[str]:
+    return [m.text for m in turn.plan.send]
+
+
+def folded(turn: Turn) -> int:
+    return turn.fold.folded if turn.fold else 0
+
+
+async def prepare_history(store: SessionStore, summarizer: Summarizer, fold_settings: FoldSettings) -> Turn:
+    """A turn that folds inline what is due (scripts, `lfx run`, the fold after the reply)."""
+    return await fold_if_due(store, summarizer, fold_settings, failures=SaveFailures())
+
+
+def fold_job(store: SessionStore, summarizer: Summarizer, fold_settings: FoldSettings) -> Any:
+    """A background job as `wiring.agent_turn` starts one: the fold of a turn that folds what is due."""
+
+    async def job() -> FoldResult | None:
+        return (await prepare_history(store, summarizer, fold_settings)).fold
+
+    return job
 
 
 # The fold logic
@@ -40,21 +62,21 @@ async def test_a_due_fold_is_left_for_after_the_reply_and_every_message_still_re
     store = chat(8)
     summarizer = RecordingSummarizer()
 
-    turn = await Folder(store, summarizer, settings()).prepare_history_folding_later()
+    turn = await _plan_folding_after_reply(store, summarizer, settings())
 
     assert summarizer.calls == 0
-    assert turn.fold_due == "fold batch"
+    assert turn.due == "fold batch"
     assert shown(turn) == [f"message {n}" for n in range(8)], "a fold left for later hides nothing meanwhile"
-    assert turn.not_summarized == 0
+    assert turn.plan.not_summarized == 0
 
-    after_reply = await Folder(store, summarizer, settings()).prepare_history()
+    after_reply = await prepare_history(store, summarizer, settings())
     assert summarizer.calls == 1
-    assert after_reply.folded == 4
-    next_turn = await Folder(store, summarizer, settings()).prepare_history_folding_later()
+    assert folded(after_reply) == 4
+    next_turn = await _plan_folding_after_reply(store, summarizer, settings())
     assert summarizer.calls == 1
-    assert next_turn.summary_text is not None and next_turn.summary_text.startswith(SUMMARY_PREFIX)
+    assert next_turn.plan.summary_text is not None and next_turn.plan.summary_text.startswith(SUMMARY_PREFIX)
     assert shown(next_turn) == [f"message {n}" for n in range(4, 8)]
-    assert next_turn.fold_due is None
+    assert next_turn.due is None
 
 
 async def test_a_turn_folds_inline_when_older_messages_could_not_reach_the_model_otherwise() -> None:
@@ -62,27 +84,27 @@ async def test_a_turn_folds_inline_when_older_messages_could_not_reach_the_model
     store = chat(30)
     summarizer = RecordingSummarizer()
 
-    turn = await Folder(store, summarizer, settings()).prepare_history_folding_later()
+    turn = await _plan_folding_after_reply(store, summarizer, settings())
 
     assert summarizer.calls == 1
-    assert turn.inline_fold
-    assert turn.fold_due is None
-    assert turn.not_summarized == 0
-    assert turn.state.folded_count == 26
+    assert turn.inline
+    assert turn.due is None
+    assert turn.plan.not_summarized == 0
+    assert turn.summary.folded_count == 26
 
 
 async def test_a_turn_that_finds_the_sessions_fold_running_makes_no_summary_call() -> None:
     store = chat(30)
-    store.state = None
+    store.summary = None
     summarizer = RecordingSummarizer()
 
     async with store.fold_lock() as held:
         assert held
-        turn = await Folder(store, summarizer, settings()).prepare_history_folding_later()
+        turn = await _plan_folding_after_reply(store, summarizer, settings())
 
     assert summarizer.calls == 0
-    assert turn.fold_busy
-    assert not turn.folded
+    assert turn.busy
+    assert not folded(turn)
     assert shown(turn)[-4:] == [f"message {n}" for n in range(26, 30)], "the window still goes word for word"
 
 
@@ -91,26 +113,25 @@ async def test_a_fold_that_finds_the_work_done_under_the_lock_makes_no_summary_c
     other = RecordingSummarizer()
     summarizer = RecordingSummarizer()
 
-    class FoldedMeanwhile(InMemoryStore):
+    class FoldedMeanwhile(InMemorySessionStore):
         """Another worker's fold saves between this fold's read and its taking the lock."""
 
         def fold_lock(self) -> AbstractAsyncContextManager[bool]:
             @asynccontextmanager
             async def lock() -> AsyncIterator[bool]:
-                await Folder(store, other, settings()).prepare_history()
+                await prepare_history(store, other, settings())
                 async with store.fold_lock() as held:
                     yield held
 
             return lock()
 
-    late = FoldedMeanwhile()
-    late.store, late.scope = store.store, store.scope
+    late = FoldedMeanwhile(store.database, store.scope)
 
-    turn = await Folder(late, summarizer, settings()).prepare_history()
+    turn = await prepare_history(late, summarizer, settings())
 
     assert other.calls == 1
     assert summarizer.calls == 0, "a summary call whose result would be thrown away"
-    assert turn.state.folded_count == 4
+    assert turn.summary.folded_count == 4
 
 
 class BuiltAgent:
@@ -176,7 +197,7 @@ class Gate:
         self.started = asyncio.Event()
         self.cancelled = False
 
-    async def fold(self) -> Any:
+    async def fold(self) -> FoldResult | None:
         self.started.set()
         try:
             await self.opened.wait()
@@ -184,7 +205,7 @@ class Gate:
             self.cancelled = True
             raise
         store = chat(8)
-        return await Folder(store, RecordingSummarizer(), settings()).prepare_history()
+        return (await prepare_history(store, RecordingSummarizer(), settings())).fold
 
 
 async def test_one_background_fold_per_session() -> None:
@@ -225,14 +246,14 @@ async def test_shutdown_cancels_running_folds_and_leaves_the_state_as_it_was(cap
     store = chat(8)
     summarizer = RecordingSummarizer()
     summarizer.model.fold_gate = FoldGate()
-    folds.start(store.key, Folder(store, summarizer, settings()).prepare_history)
+    folds.start(store.scope.key, fold_job(store, summarizer, settings()))
     await summarizer.model.fold_gate.started.wait()
 
     with caplog.at_level(logging.INFO, logger=background.__name__):
         await folds.shutdown()
 
-    assert store.state is None, "a cancelled fold saved"
-    assert not folds.running(store.key)
+    assert store.summary is None, "a cancelled fold saved"
+    assert not folds.running(store.scope.key)
     assert "cancelled" in caplog.text
 
 
@@ -244,14 +265,14 @@ async def test_a_failed_background_fold_is_logged_and_reported_to_the_next_turn(
     summarizer = RecordingSummarizer([RuntimeError("provider down")])
 
     with caplog.at_level(logging.WARNING, logger=background.__name__):
-        folds.start(store.key, Folder(store, summarizer, settings()).prepare_history)
-        await folds.wait(store.key)
+        folds.start(store.scope.key, fold_job(store, summarizer, settings()))
+        await folds.wait(store.scope.key)
 
-    outcome = folds.take_outcome(store.key)
+    outcome = folds.take_outcome(store.scope.key)
     assert outcome is not None and outcome.folded == 0
     assert "provider down" in " ".join(outcome.problems)
     assert "provider down" in caplog.text
-    assert store.state is not None and store.state.failed_folds == 1, "the back-off applies as for an inline fold"
+    assert store.summary is not None and store.summary.failed_folds == 1, "the back-off applies as for an inline fold"
 
 
 def test_a_cap_below_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

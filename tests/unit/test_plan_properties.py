@@ -1,8 +1,8 @@
 """The verbatim policy as rules over generated sessions: what each turn sends, what it folds, what it counts.
 
-A Hypothesis state machine drives `Folder` over an in-memory store with random settings, messages of 1 to 20,000
-tokens, summarizer failures and recoveries, resets, `/compact`, the switch turned on mid-session and another run
-saving between a turn's read and its write. After every turn it checks that:
+A Hypothesis state machine drives turns (`engine.turn.fold_if_due`) over an in-memory store with random settings,
+messages of 1 to 20,000 tokens, summarizer failures and recoveries, resets, `/compact`, the switch turned on
+mid-session and another run saving between a turn's read and its write. After every turn it checks that:
 - the window (the newest `n_messages - 1` messages, `/compact` exchanges left out) goes whole and word for word
   whenever it fits the History Token Budget after the summary message;
 - the newest exchange always goes, cut with `CUT_MARKER` only when it must be;
@@ -31,21 +31,18 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from langflow_summarizing_agent import fold
-from langflow_summarizing_agent.fold import (
-    COMPACT_COMMAND,
-    COMPACT_REPLY_PREFIX,
-    CUT_MARKER,
-    DEFAULT_BUDGET_TRIGGER_SHARE,
-    MAX_FOLD_MESSAGES,
-    SUMMARY_PREFIX,
-    Folder,
-    FoldSettings,
-    Plan,
-    TurnHistory,
-    render_summary_message,
-)
-from langflow_summarizing_agent.state import Summary, Role, StoredMessage
+from langflow_summarizing_agent.engine import fold as engine_fold
+from langflow_summarizing_agent.engine import plan as engine_plan
+from langflow_summarizing_agent.engine import turn as engine_turn
+from langflow_summarizing_agent.engine.fold import SaveFailures
+from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND, COMPACT_REPLY_PREFIX, Plan, TurnRead
+from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX, render_summary_message
+from langflow_summarizing_agent.engine.records import Role, StoredMessage, Summary
+from langflow_summarizing_agent.engine.report import problems
+from langflow_summarizing_agent.engine.settings import DEFAULT_BUDGET_TRIGGER_SHARE, MAX_FOLD_MESSAGES, FoldSettings
+from langflow_summarizing_agent.engine.tokens import CUT_MARKER
+from langflow_summarizing_agent.engine.turn import Turn, fold_if_due
+from langflow_summarizing_agent.wiring.agent_turn import _plan_folding_after_reply
 from tests.support.fake_chat_model import parse_fold_prompt
 from tests.support.fakes import T0, InMemoryStore, RecordingSummarizer, make_messages
 
@@ -54,7 +51,7 @@ ROLES: tuple[Role, Role] = ("user", "assistant")
 TAG = re.compile(r"#(\d+) ")
 FILLER = "lorem ipsum dolor sit amet "
 COMPACT = "compact"
-PLAN_TURN = fold.plan_turn
+PLAN_TURN = engine_plan.plan_turn
 
 
 def tagged_text(index: int, tokens: int) -> str:
@@ -153,6 +150,14 @@ def note(count: int) -> str:
     return f"({count} earlier {noun} not summarized yet and not shown.)"
 
 
+def folded(turn: Turn) -> int:
+    return turn.fold.folded if turn.fold else 0
+
+
+def fold_calls(turn: Turn) -> int:
+    return turn.fold.calls if turn.fold else 0
+
+
 def is_cut_of(sent: StoredMessage, stored: StoredMessage) -> bool:
     return sent.text.endswith(CUT_MARKER) and stored.text.startswith(sent.text[: -len(CUT_MARKER)])
 
@@ -170,21 +175,25 @@ class SessionSummarizer(RecordingSummarizer):
         if self.race:
             self.raced, self.race = self.race, None
             if self.raced == "deleted":
-                self.store.state = None
+                self.store.summary = None
             else:
                 await self._save_a_winner(prompt)
         return await super().__call__(prompt)
 
     async def _save_a_winner(self, prompt: list[BaseMessage]) -> None:
         """Another run folded up to the first message of this batch and saved first."""
-        other = await self.store.load_state()
-        first = next(m for m in self.store.messages if m.id == fold_batch_ids(prompt)[0])
-        other.folded_count += sum(1 for m in self.store.messages if not other.covers(m) and m.cursor <= first.cursor)
-        other.summary = "- the winner's summary"
-        other.cursor = first.cursor
-        other.failed_folds = 0
-        other.retry_after = None
-        await self.store.save_state(other, expected_version=other.version)
+        other = await self.store.load()
+        first = next(m for m in self.store.messages_stored if m.id == fold_batch_ids(prompt)[0])
+        other = replace(
+            other,
+            folded_count=other.folded_count
+            + sum(1 for m in self.store.messages_stored if not other.covers(m) and m.cursor <= first.cursor),
+            text="- the winner's summary",
+            cursor=first.cursor,
+            failed_folds=0,
+            retry_after=None,
+        )
+        await self.store.save(other)
 
 
 class VerbatimPolicy(RuleBasedStateMachine):
@@ -200,8 +209,13 @@ class VerbatimPolicy(RuleBasedStateMachine):
         """Ids folded into the current state: each reaches the summarizer once, then the cursor covers it."""
         self.plans: list[Plan] = []
         """The plans of the current turn: the first decides the fold, the last what is sent."""
-        self.spy = patch.object(fold, "plan_turn", side_effect=self.record_plan)
-        self.spy.start()
+        # Patched where the turn and the fold look it up.
+        self.spies = [
+            patch.object(engine_turn, "plan_turn", side_effect=self.record_plan),
+            patch.object(engine_fold, "plan_turn", side_effect=self.record_plan),
+        ]
+        for spy in self.spies:
+            spy.start()
 
     def record_plan(self, *args: Any, **kwargs: Any) -> Plan:
         plan = PLAN_TURN(*args, **kwargs)
@@ -209,7 +223,8 @@ class VerbatimPolicy(RuleBasedStateMachine):
         return plan
 
     def teardown(self) -> None:
-        self.spy.stop()
+        for spy in self.spies:
+            spy.stop()
         self.loop.close()
 
     @initialize(chosen=fold_settings(), history=history_events, quiet_history=st.integers(0, 300))
@@ -225,14 +240,16 @@ class VerbatimPolicy(RuleBasedStateMachine):
                 self.add(int(event), ROLES[index % 2])
 
     def add(self, tokens: int, role: Role) -> None:
-        self.store_message(role, tagged_text(len(self.store.messages), tokens))
+        self.store_message(role, tagged_text(len(self.store.messages_stored), tokens))
 
     def store_message(self, role: Role, text: str) -> None:
-        index = len(self.store.messages)
-        self.store.messages.append(StoredMessage(message_id(index), T0 + timedelta(seconds=index), role, text))
+        index = len(self.store.messages_stored)
+        self.store.messages_stored.append(StoredMessage(message_id(index), T0 + timedelta(seconds=index), role, text))
 
     def store_compaction_reply(self) -> None:
-        self.store_message("assistant", f"{COMPACT_REPLY_PREFIX} #{len(self.store.messages)} folded older messages.")
+        self.store_message(
+            "assistant", f"{COMPACT_REPLY_PREFIX} #{len(self.store.messages_stored)} folded older messages."
+        )
 
     @rule(question=message_sizes, answer=message_sizes)
     def exchange(self, question: int, answer: int) -> None:
@@ -269,7 +286,7 @@ class VerbatimPolicy(RuleBasedStateMachine):
 
     @rule()
     def reset(self) -> None:
-        self.store.state = None
+        self.store.summary = None
         self.folded.clear()
 
     @precondition(lambda self: not self.summarizer.race)
@@ -278,15 +295,17 @@ class VerbatimPolicy(RuleBasedStateMachine):
         self.summarizer.race = race
 
     def turn(self, *, compact: bool = False) -> None:
-        before = self.store.state or Summary()
+        before = self.store.summary or Summary()
         before = replace(before, pinned=dict(before.pinned))
         calls_before = self.summarizer.calls
         self.summarizer.raced = None
         self.plans.clear()
         now = self.clock
-        folder = Folder(self.store, self.summarizer, self.settings, now=lambda: now)
-
-        turn = self.loop.run_until_complete(folder.prepare_history(compact=compact))
+        turn = self.loop.run_until_complete(
+            fold_if_due(
+                self.store, self.summarizer, self.settings, compact=compact, now=lambda: now, failures=SaveFailures()
+            )
+        )
 
         batches = [fold_batch_ids(prompt) for prompt in self.summarizer.prompts[calls_before:]]
         self.check_what_is_sent(turn)
@@ -295,20 +314,20 @@ class VerbatimPolicy(RuleBasedStateMachine):
         self.check_the_cursor(turn, batches)
 
     def visible(self) -> list[StoredMessage]:
-        return [m for m in self.store.messages if not is_compaction_exchange(m)]
+        return [m for m in self.store.messages_stored if not is_compaction_exchange(m)]
 
     def window(self) -> list[StoredMessage]:
         """The stock Agent's window: the newest `n_messages - 1` messages before the input, `/compact` left out."""
         return self.visible()[-self.settings.window :] if self.settings.window else []
 
-    def check_what_is_sent(self, turn: TurnHistory) -> None:
-        stored = {m.id: m for m in self.store.messages}
-        sent = turn.verbatim
+    def check_what_is_sent(self, turn: Turn) -> None:
+        stored = {m.id: m for m in self.store.messages_stored}
+        sent = turn.plan.send
         sent_ids = [m.id for m in sent]
         window = self.window()
         window_ids = {m.id for m in window}
         budget = self.settings.history_token_budget
-        summary_tokens = text_tokens(turn.summary_text) if turn.summary_text else 0
+        summary_tokens = text_tokens(turn.plan.summary_text) if turn.plan.summary_text else 0
 
         for message in sent:
             whole = stored[message.id]
@@ -316,12 +335,14 @@ class VerbatimPolicy(RuleBasedStateMachine):
             assert message.role == whole.role
             assert message.text == whole.text or is_cut_of(message, whole), f"{message.id} is altered"
         # The newest of what the model may see, without a gap: the window (folded or not), then unfolded messages.
-        candidates = [m.id for m in self.visible() if m.id in window_ids or not turn.state.covers(m)]
+        candidates = [m.id for m in self.visible() if m.id in window_ids or not turn.summary.covers(m)]
         assert sent_ids == candidates[len(candidates) - len(sent_ids) :], f"not the newest messages: {sent_ids[:5]}"
 
-        assert turn.history_tokens == summary_tokens + sum(message_tokens(m) for m in sent), "dishonest tokens"
+        assert turn.plan.history_tokens == summary_tokens + sum(message_tokens(m) for m in sent), "dishonest tokens"
         if budget:
-            assert turn.history_tokens <= budget, f"{turn.history_tokens} history tokens over a budget of {budget}"
+            assert turn.plan.history_tokens <= budget, (
+                f"{turn.plan.history_tokens} history tokens over a budget of {budget}"
+            )
 
         window_tokens = sum(message_tokens(m) for m in window)
         if window and (not budget or summary_tokens + window_tokens <= budget):
@@ -336,33 +357,37 @@ class VerbatimPolicy(RuleBasedStateMachine):
             whole = stored[message.id]
             if message.text != whole.text and message.id not in newest:
                 assert position == 0, f"{message.id} is cut in the middle of what is sent"
-                grown = turn.history_tokens - message_tokens(message) + message_tokens(whole)
+                grown = turn.plan.history_tokens - message_tokens(message) + message_tokens(whole)
                 assert grown > budget, f"{message.id} is cut though whole it fits ({grown} <= {budget} tokens)"
 
-    def check_what_is_counted(self, turn: TurnHistory, batches: list[list[str]]) -> None:
+    def check_what_is_counted(self, turn: Turn, batches: list[list[str]]) -> None:
         if self.summarizer.raced == "deleted":
             # The state was deleted during the fold: this turn answers from what it read before; the next one counts.
             return
-        sent_ids = {m.id for m in turn.verbatim}
-        hidden = [m.id for m in self.visible() if not turn.state.covers(m) and m.id not in sent_ids]
+        sent_ids = {m.id for m in turn.plan.send}
+        hidden = [m.id for m in self.visible() if not turn.summary.covers(m) and m.id not in sent_ids]
 
-        assert turn.not_summarized == len(hidden), f"{turn.not_summarized} counted, {len(hidden)} not folded nor sent"
+        assert turn.plan.not_summarized == len(hidden), (
+            f"{turn.plan.not_summarized} counted, {len(hidden)} not folded nor sent"
+        )
         if hidden:
-            assert turn.summary_text and note(len(hidden)) in turn.summary_text, "the note does not give the count"
-            failed = any("summary fold failed" in problem for problem in turn.problems)
+            assert turn.plan.summary_text and note(len(hidden)) in turn.plan.summary_text, (
+                "the note does not give the count"
+            )
+            failed = any("summary fold failed" in problem for problem in problems(turn))
             catching_up = len(batches) == self.settings.max_folds_per_turn
             assert failed or catching_up or self.summarizer.raced, (
                 f"{len(hidden)} messages are neither sent nor folded though no fold failed or waits: {hidden[:5]}"
             )
         else:
-            assert not turn.summary_text or "not summarized yet" not in turn.summary_text
-        if turn.summary_text is None:
-            assert render_summary_message(turn.state, self.settings.pinned_keys, 0) is None
+            assert not turn.plan.summary_text or "not summarized yet" not in turn.plan.summary_text
+        if turn.plan.summary_text is None:
+            assert render_summary_message(turn.summary, self.settings.pinned_keys, 0) is None
         else:
-            assert turn.summary_text.startswith(SUMMARY_PREFIX)
+            assert turn.plan.summary_text.startswith(SUMMARY_PREFIX)
 
     def check_what_is_folded(
-        self, turn: TurnHistory, before: Summary, batches: list[list[str]], *, compact: bool, now: datetime
+        self, turn: Turn, before: Summary, batches: list[list[str]], *, compact: bool, now: datetime
     ) -> None:
         chosen = self.settings
         visible = self.visible()
@@ -371,7 +396,7 @@ class VerbatimPolicy(RuleBasedStateMachine):
         taken = [message for batch in batches for message in batch]
 
         assert len(batches) <= chosen.max_folds_per_turn, f"{len(batches)} summarizer calls in one turn"
-        assert turn.fold_calls == len(batches)
+        assert fold_calls(turn) == len(batches)
         assert all(0 < len(batch) <= chosen.max_fold_messages for batch in batches)
 
         assert all(m.startswith("m") for m in taken), f"a /compact exchange is folded: {taken}"
@@ -381,13 +406,13 @@ class VerbatimPolicy(RuleBasedStateMachine):
 
         planned = [m.id for m in self.plans[0].fold]
         chunks = [planned[i : i + chosen.max_fold_messages] for i in range(0, len(planned), chosen.max_fold_messages)]
-        failed = any("summary fold failed" in problem for problem in turn.problems)
+        failed = any("summary fold failed" in problem for problem in problems(turn))
         assert batches[: len(chunks)] == chunks[: len(batches)], "the summarizer is not given the planned fold"
         assert failed or len(batches) >= min(len(chunks), chosen.max_folds_per_turn), "the fold stopped early"
         for plan in self.plans:
             shown = window_ids & {m.id for m in plan.send} & {m.id for m in plan.fold}
             assert not shown, f"a fold takes window messages its plan shows: {sorted(shown)}"
-        assert [m.id for m in turn.verbatim] == [m.id for m in self.plans[-1].send]
+        assert [m.id for m in turn.plan.send] == [m.id for m in self.plans[-1].send]
 
         older_than_window = [m for m in visible if not before.covers(m) and m.id not in window_ids]
         budget = chosen.history_token_budget
@@ -403,18 +428,18 @@ class VerbatimPolicy(RuleBasedStateMachine):
             assert batches, f"{len(older_than_window)} unfolded messages older than the window and no fold"
 
         # A fold that neither failed nor reached the catch-up bound takes everything older than the window.
-        if batches and not turn.problems and not self.summarizer.raced and len(batches) < chosen.max_folds_per_turn:
-            left = [m.id for m in visible if not turn.state.covers(m) and window and m.cursor < window[0].cursor]
+        if batches and not problems(turn) and not self.summarizer.raced and len(batches) < chosen.max_folds_per_turn:
+            left = [m.id for m in visible if not turn.summary.covers(m) and window and m.cursor < window[0].cursor]
             assert not left, f"the fold stopped short of the window: {left[:5]}"
 
-    def check_the_cursor(self, turn: TurnHistory, batches: list[list[str]]) -> None:
+    def check_the_cursor(self, turn: Turn, batches: list[list[str]]) -> None:
         """The state covers exactly the messages the summarizer was given in folds that were saved."""
-        covered = {m.id for m in self.visible() if self.store.state and self.store.state.covers(m)}
+        covered = {m.id for m in self.visible() if self.store.summary and self.store.summary.covers(m)}
         if self.summarizer.raced:
             self.folded = covered
             return
         taken = [message for batch in batches for message in batch]
-        self.folded |= set(taken[: turn.folded])
+        self.folded |= set(taken[: folded(turn)])
         assert self.folded == covered, "the cursor does not match what the summarizer was given"
 
 
@@ -434,12 +459,12 @@ TestVerbatimPolicy.settings = settings(
 
 async def test_a_window_that_fits_goes_whole_before_anything_is_summarized():
     store = InMemoryStore(make_messages([tagged_text(i, 800) for i in range(8)] + [tagged_text(8, 551)]))
-    assert 7_000 - 20 < sum(message_tokens(m) for m in store.messages) <= 7_000
+    assert 7_000 - 20 < sum(message_tokens(m) for m in store.messages_stored) <= 7_000
 
-    turn = await Folder(store, RecordingSummarizer(), FoldSettings(n_messages=10)).prepare_history()
+    turn = await fold_if_due(store, RecordingSummarizer(), FoldSettings(n_messages=10), failures=SaveFailures())
 
-    assert [(m.id, m.text) for m in turn.verbatim] == [(m.id, m.text) for m in store.messages]
-    assert turn.folded == 0
+    assert [(m.id, m.text) for m in turn.plan.send] == [(m.id, m.text) for m in store.messages_stored]
+    assert folded(turn) == 0
 
 
 async def test_what_a_new_summary_pushes_out_of_the_window_is_folded_in_the_same_turn():
@@ -447,37 +472,38 @@ async def test_what_a_new_summary_pushes_out_of_the_window_is_folded_in_the_same
     longer_summary = json.dumps({"pinned": {}, "summary": "- " + " ".join(["decided"] * 95)})
     chosen = FoldSettings(n_messages=4, fold_batch=2, summary_words=100, history_token_budget=1_000)
 
-    turn = await Folder(store, RecordingSummarizer([longer_summary]), chosen).prepare_history()
+    turn = await fold_if_due(store, RecordingSummarizer([longer_summary]), chosen, failures=SaveFailures())
 
-    assert not turn.problems
-    shown = {m.id for m in turn.verbatim}
-    assert [m.id for m in store.messages if not turn.state.covers(m) and m.id not in shown] == []
-    assert turn.not_summarized == 0
+    assert not problems(turn)
+    shown = {m.id for m in turn.plan.send}
+    assert [m.id for m in store.messages_stored if not turn.summary.covers(m) and m.id not in shown] == []
+    assert turn.plan.not_summarized == 0
 
 
 async def test_a_summary_message_cut_to_fit_the_budget_keeps_its_note():
     store = InMemoryStore(make_messages(["a"] + [tagged_text(i, 200) for i in range(1, 5)] + ["b" * 100, "c" * 100]))
     urls = " ".join(["https://example.com/a/very/long/path/to/a/ticket"] * 20)
-    store.state = Summary(summary=f"- {urls}", cursor=store.messages[0].cursor, folded_count=1, version=1)
+    store.summary = Summary(text=f"- {urls}", cursor=store.messages_stored[0].cursor, folded_count=1, version=1)
     chosen = FoldSettings(n_messages=3, fold_batch=20, summary_words=20, history_token_budget=300)
 
-    turn = await Folder(store, RecordingSummarizer([RuntimeError("down")]), chosen).prepare_history()
+    turn = await fold_if_due(store, RecordingSummarizer([RuntimeError("down")]), chosen, failures=SaveFailures())
 
-    assert turn.not_summarized == 4
-    assert note(4) in turn.summary_text
-    assert turn.history_tokens <= 300
+    assert turn.plan.not_summarized == 4
+    assert note(4) in turn.plan.summary_text
+    assert turn.plan.history_tokens <= 300
 
 
 async def test_the_newest_exchange_cut_to_fit_stays_within_the_budget():
     store = InMemoryStore(make_messages(["older one", "older two", "a short question", "x" * 938]))
     chosen = FoldSettings(n_messages=3, fold_batch=20, summary_words=20, history_token_budget=277)
 
-    turn = await Folder(store, RecordingSummarizer([RuntimeError("down")]), chosen).prepare_history()
+    turn = await fold_if_due(store, RecordingSummarizer([RuntimeError("down")]), chosen, failures=SaveFailures())
 
-    assert turn.history_tokens <= 277
-    assert [m.id for m in turn.verbatim] == [m.id for m in store.messages[2:]]
+    assert turn.plan.history_tokens <= 277
+    assert [m.id for m in turn.plan.send] == [m.id for m in store.messages_stored[2:]]
     assert all(
-        message_tokens(m) <= message_tokens(whole) for m, whole in zip(turn.verbatim, store.messages[2:], strict=True)
+        message_tokens(m) <= message_tokens(whole)
+        for m, whole in zip(turn.plan.send, store.messages_stored[2:], strict=True)
     )
 
 
@@ -485,13 +511,13 @@ async def test_the_note_counts_no_compact_exchange_the_catch_up_has_not_read():
     texts = [tagged_text(i, 10) for i in range(80)] + [COMPACT_COMMAND, f"{COMPACT_REPLY_PREFIX} done."]
     store = InMemoryStore(make_messages(texts + [tagged_text(i, 10) for i in range(82, 120)]))
 
-    turn = await Folder(
-        store, RecordingSummarizer(), FoldSettings(n_messages=10, max_folds_per_turn=1)
-    ).prepare_history()
+    turn = await fold_if_due(
+        store, RecordingSummarizer(), FoldSettings(n_messages=10, max_folds_per_turn=1), failures=SaveFailures()
+    )
 
-    sent = {m.id for m in turn.verbatim}
-    unfolded = [m for m in store.messages if not is_compaction_exchange(m) and not turn.state.covers(m)]
-    assert turn.not_summarized == len([m for m in unfolded if m.id not in sent])
+    sent = {m.id for m in turn.plan.send}
+    unfolded = [m for m in store.messages_stored if not is_compaction_exchange(m) and not turn.summary.covers(m)]
+    assert turn.plan.not_summarized == len([m for m in unfolded if m.id not in sent])
 
 
 async def test_compact_exchanges_do_not_crowd_the_newest_messages_out_of_the_window():
@@ -499,20 +525,22 @@ async def test_compact_exchanges_do_not_crowd_the_newest_messages_out_of_the_win
     store = InMemoryStore(make_messages([*texts, COMPACT_COMMAND]))
     chosen = FoldSettings(n_messages=10, fold_batch=2, max_folds_per_turn=1)
 
-    turn = await Folder(store, RecordingSummarizer(), chosen).prepare_history(compact=True)
+    turn = await fold_if_due(store, RecordingSummarizer(), chosen, compact=True, failures=SaveFailures())
 
-    assert [m.id for m in turn.verbatim][-9:] == [m.id for m in store.messages[91:100]]
+    assert [m.id for m in turn.plan.send][-9:] == [m.id for m in store.messages_stored[91:100]]
 
 
 async def test_compact_exchanges_do_not_hide_a_message_no_fold_is_due_for():
     compaction: list[tuple[Role, str]] = [("user", COMPACT_COMMAND), ("assistant", f"{COMPACT_REPLY_PREFIX} done.")]
     store = session_of(("assistant", "Welcome!"), *compaction * 3, ("user", "question"), ("assistant", "answer"))
 
-    turn = await Folder(store, RecordingSummarizer(), FoldSettings(n_messages=2, fold_batch=3)).prepare_history()
+    turn = await fold_if_due(
+        store, RecordingSummarizer(), FoldSettings(n_messages=2, fold_batch=3), failures=SaveFailures()
+    )
 
-    assert turn.folded == 0
-    assert turn.not_summarized == 0
-    assert [m.text for m in turn.verbatim] == ["Welcome!", "question", "answer"]
+    assert folded(turn) == 0
+    assert turn.plan.not_summarized == 0
+    assert [m.text for m in turn.plan.send] == ["Welcome!", "question", "answer"]
 
 
 # The fold after the reply, planning the next turn.
@@ -547,24 +575,26 @@ def test_after_the_fold_that_planned_with_the_reply_the_next_turn_folds_nothing_
     summarizer = RecordingSummarizer()
     loop = asyncio.new_event_loop()
     try:
-        loop.run_until_complete(Folder(store, summarizer, chosen).prepare_history())  # the turn before
-        store.messages.append(stored(count, question, "user"))
+        loop.run_until_complete(fold_if_due(store, summarizer, chosen, failures=SaveFailures()))  # the turn before
+        store.messages_stored.append(stored(count, question, "user"))
         reply = stored(count + 1, answer, "assistant")
         # Stamped by the server's clock, which may be behind the database's.
         upcoming = replace(reply, id="reply-not-stored-yet", timestamp=T0 - timedelta(days=skew_days))
 
-        after = loop.run_until_complete(Folder(store, summarizer, chosen).prepare_history(upcoming=[upcoming]))
+        after = loop.run_until_complete(
+            fold_if_due(store, summarizer, chosen, upcoming=[upcoming], failures=SaveFailures())
+        )
         assert message_id(count + 1) not in {m for batch in summarizer.prompts for m in fold_batch_ids(batch)}
-        store.messages.append(reply)
+        store.messages_stored.append(reply)
         calls = summarizer.calls
-        next_turn = loop.run_until_complete(Folder(store, summarizer, chosen).prepare_history_folding_later())
+        next_turn = loop.run_until_complete(_plan_folding_after_reply(store, summarizer, chosen))
     finally:
         loop.close()
 
-    if after.fold_calls < chosen.max_folds_per_turn:
+    if fold_calls(after) < chosen.max_folds_per_turn:
         assert summarizer.calls == calls, "the next turn folded inline"
-        assert not next_turn.inline_fold
-        assert next_turn.not_summarized == 0
+        assert not next_turn.inline
+        assert next_turn.plan.not_summarized == 0
 
 
 def test_a_reply_stamped_by_a_clock_behind_the_database_is_planned_as_the_newest_message() -> None:
@@ -573,8 +603,8 @@ def test_a_reply_stamped_by_a_clock_behind_the_database_is_planned_as_the_newest
     reply = StoredMessage("reply", stored_messages[-1].timestamp + timedelta(seconds=1), "assistant", "Noted.")
     behind = replace(reply, timestamp=T0 - timedelta(days=1))
 
-    on_time = PLAN_TURN(Summary(), stored_messages, chosen, upcoming=[reply], now=T0)
-    late = PLAN_TURN(Summary(), stored_messages, chosen, upcoming=[behind], now=T0)
+    on_time = PLAN_TURN(TurnRead(Summary(), tuple(stored_messages), upcoming=(reply,)), chosen, now=T0)
+    late = PLAN_TURN(TurnRead(Summary(), tuple(stored_messages), upcoming=(behind,)), chosen, now=T0)
 
     assert [m.id for m in on_time.fold] == [m.id for m in stored_messages], "all but the next turn's window"
     assert [m.id for m in late.fold] == [m.id for m in on_time.fold]

@@ -7,7 +7,7 @@ import pytest
 from lfx.schema.dotdict import dotdict
 
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
-from langflow_summarizing_agent.fold import FoldSettings
+from langflow_summarizing_agent.engine.settings import FoldSettings
 
 PINNED = ("project_id", "cluster")
 NONSENSE = [

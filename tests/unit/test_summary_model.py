@@ -9,9 +9,10 @@ from uuid import uuid4
 
 import pytest
 
-from langflow_summarizing_agent import agent_memory
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
+from langflow_summarizing_agent.wiring import summary_model
 from tests.support.fake_chat_model import FakeChatModel
+
 OPENAI_GPT_4O = [{"name": "gpt-4o", "provider": "OpenAI", "metadata": {}}]
 
 
@@ -36,7 +37,7 @@ def test_the_summary_model_is_built_as_the_agent_builds_its_own_with_streaming_o
         patch("lfx.base.models.unified_models.get_llm", side_effect=lambda **kw: summary_call.update(kw)),
     ):
         component._get_llm()
-        agent_memory.build_summary_model(component)
+        summary_model.build_summary_model(component)
 
     assert agent_call["stream"] is True
     assert summary_call == {**agent_call, "stream": False}
@@ -48,7 +49,7 @@ def test_a_connected_summary_model_is_used_as_it_is() -> None:
     component.set_attributes({"model": OPENAI_GPT_4O, "summary_model": connected})
 
     with patch("lfx.base.models.unified_models.get_llm", side_effect=AssertionError("built a model")):
-        assert agent_memory.build_summary_model(component) is connected
+        assert summary_model.build_summary_model(component) is connected
 
 
 @pytest.mark.parametrize(
@@ -65,4 +66,4 @@ def test_the_state_names_the_summary_model_without_building_it(inputs: dict[str,
     component.set_attributes(inputs)
 
     with patch("lfx.base.models.unified_models.get_llm", side_effect=AssertionError("built a model")):
-        assert agent_memory.summary_model_name(component) == name
+        assert summary_model.summary_model_name(component) == name

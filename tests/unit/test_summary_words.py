@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from langflow_summarizing_agent.fold import clip_words
+from langflow_summarizing_agent.engine.prompt import clip_words
 
 
 def test_summary_is_clipped_to_the_word_budget():

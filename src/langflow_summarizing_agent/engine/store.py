@@ -85,6 +85,3 @@ class HeldScopes:
             if taken:
                 with self._mutex:
                     self._held.discard(key)
-
-    def held(self, key: Hashable) -> bool:
-        return key in self._held
