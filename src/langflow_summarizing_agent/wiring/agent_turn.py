@@ -190,15 +190,17 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
     return list(history)
 
 
-async def _plan_folding_after_reply(store: Any, summarizer: Any, settings: FoldSettings) -> Turn:
+async def _plan_folding_after_reply(
+    store: Any, summarizer: Any, settings: FoldSettings, *, failures: SaveFailures = SAVE_FAILURES
+) -> Turn:
     """Read and plan; a due fold is left for after the reply, unless older messages could not reach the model
     otherwise (they would be neither in the window nor in the summary): then this turn folds inline."""
-    turn = await read_and_plan(store, settings, failures=SAVE_FAILURES)
+    turn = await read_and_plan(store, settings, failures=failures)
     if not turn.plan.fold:
         return turn
     if not turn.plan.not_summarized:
         return replace(turn, due=turn.plan.reason)
-    folded = await fold_now(store, summarizer, settings, failures=SAVE_FAILURES)
+    folded = await fold_now(store, summarizer, settings, failures=failures)
     if folded is None:
         return replace(turn, busy=True)
     return replace(folded, inline=folded.fold is not None)
