@@ -1,6 +1,7 @@
 """What only the database store has: row locks, the unique key, Langflow's graph scope, one-statement turns.
 
-The rules every store keeps (scope, cursor, ties, compare-and-swap, purge, rename) are in `test_store_contract.py`.
+The rules every store keeps (scope, cursor, ties, compare-and-swap) are in `test_store_contract.py`; purges,
+renames and the session-wide read and reset in `test_state_rows.py`.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from langflow_summarizing_agent import session_memory as sm
-from langflow_summarizing_agent.models import SessionMemoryStateTable
-from langflow_summarizing_agent.state import Cursor, HeldScopes, Summary
+from langflow_summarizing_agent.engine.records import Cursor, Scope, Summary
+from langflow_summarizing_agent.engine.store import HeldScopes
+from langflow_summarizing_agent.storage import database as sm
+from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
 from tests.support.langflow_db import LangflowDatabase, MemoryScope, stored_summary
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
@@ -52,12 +54,17 @@ def graph_run(flow_id: uuid.UUID | None, owner_id: uuid.UUID | None) -> Iterator
         reset_current_flow_id(flow_token)
 
 
-def store_of(ids: dict, **extra) -> sm.LangflowSessionStore:
-    return sm.LangflowStore().session(**ids, **extra)
+def ids_of(scope: MemoryScope, **overrides) -> dict:
+    """The scope's ids as keywords (`flow_id`, `user_id`, `session_id`, `context_id`), any overridden."""
+    return dataclasses.asdict(scope.scope(**overrides))
 
 
-async def save(ids: dict, state: Summary, expected_version: int) -> bool:
-    return await store_of(ids).save_state(state, expected_version=expected_version)
+def store_of(ids: dict, **extra) -> sm.DatabaseStore:
+    return sm.DatabaseStore(Scope(**ids), **extra)
+
+
+async def save(ids: dict, summary: Summary) -> Summary | None:
+    return await store_of(ids).save(summary)
 
 
 def sync_engine(langflow_db: LangflowDatabase) -> sa.Engine:
@@ -85,10 +92,10 @@ def _libpq_url(url: str) -> str:
 async def test_postgres_writers_racing_on_one_version(
     langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
 ) -> None:
-    """Two writers on two connections, both in flight on the same version: one wins, the other sees False."""
+    """Two writers on two connections, both in flight on the same version: one wins, the other sees None."""
     await insert_messages(memory_scope, [(at(0), "hello")])
-    base = Summary(summary="base")
-    assert await save(memory_scope.kwargs(), base, 0)
+    base = await save(ids_of(memory_scope), Summary(text="base"))
+    assert base is not None
 
     async with (
         await psycopg.AsyncConnection.connect(_libpq_url(langflow_db.url)) as blocker,
@@ -100,17 +107,17 @@ async def test_postgres_writers_racing_on_one_version(
             (memory_scope.flow_id, memory_scope.session_id),
         )
         writers = [
-            asyncio.create_task(save(memory_scope.kwargs(), dataclasses.replace(base, summary=f"writer {n}"), 1))
+            asyncio.create_task(save(ids_of(memory_scope), dataclasses.replace(base, text=f"writer {n}")))
             for n in range(2)
         ]
         await _wait_for_lock_waiters(observer, 2)
         await blocker.rollback()
-        results = await asyncio.gather(*writers)
+        results = [saved is not None for saved in await asyncio.gather(*writers)]
 
     assert sorted(results) == [False, True]
-    loser_view = await stored_summary(**memory_scope.kwargs())
+    loser_view = await stored_summary(**ids_of(memory_scope))
     assert loser_view is not None
-    assert (loser_view.version, loser_view.summary) == (2, f"writer {results.index(True)}")
+    assert (loser_view.version, loser_view.text) == (2, f"writer {results.index(True)}")
 
 
 @pytest.mark.postgres
@@ -118,7 +125,7 @@ async def test_postgres_writers_racing_on_one_version(
 async def test_postgres_first_inserts_racing(
     langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
 ) -> None:
-    """Two first inserts of one scope, both waiting on the unique key: one row, one True."""
+    """Two first inserts of one scope, both waiting on the unique key: one row, one saved."""
     await insert_messages(memory_scope, [(at(0), "hello")])
     async with (
         await psycopg.AsyncConnection.connect(_libpq_url(langflow_db.url)) as blocker,
@@ -131,24 +138,22 @@ async def test_postgres_first_inserts_racing(
             " VALUES (%s, %s, %s, %s, '', '', '{}', 0, 1, 0, now(), now())",
             (uuid.uuid4(), memory_scope.flow_id, memory_scope.user_id, memory_scope.session_id),
         )
-        writers = [
-            asyncio.create_task(save(memory_scope.kwargs(), Summary(summary=f"writer {n}"), 0)) for n in range(2)
-        ]
+        writers = [asyncio.create_task(save(ids_of(memory_scope), Summary(text=f"writer {n}"))) for n in range(2)]
         await _wait_for_lock_waiters(observer, 2)
         await blocker.rollback()
-        results = await asyncio.gather(*writers)
+        results = [saved is not None for saved in await asyncio.gather(*writers)]
 
     assert sorted(results) == [False, True]
-    stored = await stored_summary(**memory_scope.kwargs())
+    stored = await stored_summary(**ids_of(memory_scope))
     assert stored is not None
-    assert (stored.version, stored.summary) == (1, f"writer {results.index(True)}")
+    assert (stored.version, stored.text) == (1, f"writer {results.index(True)}")
 
 
 async def test_database_refuses_a_second_no_context_row(
     langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
 ) -> None:
     await insert_messages(memory_scope, [(at(0), "hello")])
-    assert await save(memory_scope.kwargs(), Summary(), 0)
+    assert await save(ids_of(memory_scope), Summary()) is not None
     now = datetime.now(timezone.utc)
     duplicate = {
         "id": uuid.uuid4(),
@@ -174,38 +179,38 @@ async def test_database_refuses_a_second_no_context_row(
 
 async def test_graph_run_cannot_widen_flow_or_owner(memory_scope: MemoryScope, insert_messages) -> None:
     await insert_messages(memory_scope, [(at(0), "hello"), (at(1), "hi")])
-    assert await save(memory_scope.kwargs(), Summary(summary="mine"), 0)
+    assert await save(ids_of(memory_scope), Summary(text="mine")) is not None
     victim = MemoryScope.new()
     await insert_messages(victim, [(at(0), "secret")])
-    assert await save(victim.kwargs(), Summary(summary="victim's"), 0)
+    victims = await save(ids_of(victim), Summary(text="victim's"))
+    assert victims is not None
 
     with graph_run(memory_scope.flow_id, memory_scope.user_id):
         # The graph's own scope resolves, with or without the ids spelled out.
         implicit = {"flow_id": None, "user_id": None, "session_id": memory_scope.session_id}
-        for own in (implicit, memory_scope.kwargs()):
+        for own in (implicit, ids_of(memory_scope)):
             stored = await stored_summary(**own)
             assert stored is not None
-            assert stored.summary == "mine"
-            assert len(await store_of(own).after(None, 10)) == 2
+            assert stored.text == "mine"
+            assert len(await store_of(own).messages(limit=10)) == 2
 
-        for widened in (victim.kwargs(), victim.kwargs(flow_id=memory_scope.flow_id), victim.kwargs(user_id=None)):
+        for widened in (ids_of(victim), ids_of(victim, flow_id=memory_scope.flow_id), ids_of(victim, user_id=None)):
             assert await stored_summary(**widened) is None
-            assert await store_of(widened).after(None, 10) == []
-            assert await store_of(widened).recent(10) == []
-            assert not await save(widened, Summary(summary="hijack"), 1)
-        assert await sm.LangflowStore().purge_flows([victim.flow_id]) == 0
-        purge = {"flow_id": victim.flow_id, "session_ids": [victim.session_id]}
-        assert await sm.LangflowStore().purge_sessions(**purge, user_id=victim.user_id) == 0
-        assert await sm.LangflowStore().reset(flow_id=victim.flow_id, session_id=victim.session_id) == 0
+            assert await store_of(widened).messages(limit=10) == []
+            assert await store_of(widened).messages(limit=10, newest=True) == []
+            assert await save(widened, dataclasses.replace(victims, text="hijack")) is None
+        # The session-wide read and reset of the HTTP API resolve the flow the same way.
+        assert await sm.session_summaries(flow_id=victim.flow_id, session_id=victim.session_id) == []
+        assert await sm.reset_session(flow_id=victim.flow_id, session_id=victim.session_id) == 0
 
     with graph_run(None, memory_scope.user_id):
         # A graph without a flow id binds "no flow": explicit ids do not get around it.
-        assert await stored_summary(**memory_scope.kwargs()) is None
-        assert await store_of(memory_scope.kwargs()).after(None, 10) == []
+        assert await stored_summary(**ids_of(memory_scope)) is None
+        assert await store_of(ids_of(memory_scope)).messages(limit=10) == []
 
-    stored_victim = await stored_summary(**victim.kwargs())
+    stored_victim = await stored_summary(**ids_of(victim))
     assert stored_victim is not None
-    assert (stored_victim.summary, stored_victim.version) == ("victim's", 1)
+    assert (stored_victim.text, stored_victim.version) == ("victim's", 1)
 
 
 async def test_verbatim_messages_are_built_as_langflow_builds_them(memory_scope: MemoryScope, insert_messages) -> None:
@@ -213,7 +218,7 @@ async def test_verbatim_messages_are_built_as_langflow_builds_them(memory_scope:
 
     await insert_messages(memory_scope, [(at(0), "from the user"), (at(1), "from the agent")])
 
-    stored = await store_of(memory_scope.kwargs()).after(None, 10)
+    stored = await store_of(ids_of(memory_scope)).messages(limit=10)
     reference = await aget_messages(
         session_id=memory_scope.session_id, flow_id=memory_scope.flow_id, user_id=memory_scope.user_id, order="ASC"
     )
@@ -225,12 +230,12 @@ async def test_verbatim_messages_are_built_as_langflow_builds_them(memory_scope:
     assert all(m.timestamp.tzinfo is not None for m in stored)
 
 
-async def _turn_by_separate_reads(store: sm.LangflowSessionStore, limit: int) -> tuple[Summary, list[str]]:
-    state = await store.load_state()
-    return state, [m.id for m in await store.recent(limit, after=state.cursor)]
+async def _turn_by_separate_reads(store: sm.DatabaseStore, limit: int) -> tuple[Summary, list[str]]:
+    summary = await store.load()
+    return summary, [m.id for m in await store.messages(limit=limit, after=summary.cursor, newest=True)]
 
 
-async def _turn(store: sm.LangflowSessionStore, limit: int) -> tuple[Summary, list[str]]:
+async def _turn(store: sm.DatabaseStore, limit: int) -> tuple[Summary, list[str]]:
     state, messages = await store.load_turn(limit)
     return state, [m.id for m in messages]
 
@@ -243,7 +248,7 @@ async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
 
     rows = await insert_messages(memory_scope, [(at(i), f"m{i}") for i in range(6)] + [(at(5), "tie")])
     current_input = (await insert_messages(memory_scope, [(at(9), "the turn's input")]))[0]
-    store = store_of(memory_scope.kwargs(), exclude_ids=[str(current_input.id)])
+    store = store_of(ids_of(memory_scope), before=str(current_input.id))
     ids = [str(r.id) for r in rows]
     tie_order = sorted(ids[5:])  # equal timestamps are read in id order
 
@@ -251,10 +256,10 @@ async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
     assert (state, read) == (Summary(), ids[3:5] + tie_order)
     assert (state, read) == await _turn_by_separate_reads(store, 4)
 
-    folded = Summary(summary="s", pinned={"k": "v"}, cursor=Cursor(at(5), tie_order[0]), folded_count=6)
-    assert await store.save_state(folded, expected_version=0)
+    folded = await store.save(Summary(text="s", pinned={"k": "v"}, cursor=Cursor(at(5), tie_order[0]), folded_count=6))
+    assert folded is not None
     state, read = await _turn(store, limit=4)
-    assert (state.summary, state.pinned, state.cursor, state.version, read) == (
+    assert (state.text, state.pinned, state.cursor, state.version, read) == (
         "s",
         {"k": "v"},
         folded.cursor,
@@ -263,28 +268,27 @@ async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
     )
     assert (state, read) == await _turn_by_separate_reads(store, 4)
 
-    folded.cursor = Cursor(at(5), tie_order[1])
-    assert await store.save_state(folded, expected_version=1)
-    assert await _turn(store, limit=4) == ((await store.load_state()), [])
-    assert (await store.load_state()).summary == "s"
+    folded = await store.save(dataclasses.replace(folded, cursor=Cursor(at(5), tie_order[1])))
+    assert folded is not None
+    assert await _turn(store, limit=4) == ((await store.load()), [])
+    assert (await store.load()).text == "s"
 
-    failing = Summary(failed_folds=2, retry_after=at(60), row_id=folded.row_id)
-    assert await store.save_state(failing, expected_version=2)
+    failing = Summary(failed_folds=2, retry_after=at(60), row_id=folded.row_id, version=2)
+    assert await store.save(failing) is not None
     state, read = await _turn(store, limit=3)
     assert (state.failed_folds, state.cursor, state.version, read) == (2, None, 3, ids[4:5] + tie_order)
     assert (state, read) == await _turn_by_separate_reads(store, 3)
 
     # The cursor's message is gone, the rest stays: a stale state, read from the start.
-    folded.cursor = Cursor(at(2), ids[2])
-    assert await store.save_state(folded, expected_version=3)
+    assert await store.save(dataclasses.replace(folded, cursor=Cursor(at(2), ids[2]), version=3)) is not None
     await delete_rows_behind_langflows_back([rows[2].id])
     state, read = await _turn(store, limit=10)
-    assert (state.summary, state.cursor, state.version, read) == ("", None, 4, ids[:2] + ids[3:5] + tie_order)
+    assert (state.text, state.cursor, state.version, read) == ("", None, 4, ids[:2] + ids[3:5] + tie_order)
     assert (state, read) == await _turn_by_separate_reads(store, 10)
 
     await adelete_messages(memory_scope.session_id, flow_id=memory_scope.flow_id, user_id=memory_scope.user_id)
     state, read = await _turn(store, limit=10)
-    assert (state.summary, state.version, read) == ("", 4, [])
+    assert (state.text, state.version, read) == ("", 4, [])
 
 
 async def delete_rows_behind_langflows_back(message_ids: list[uuid.UUID]) -> None:
@@ -321,17 +325,17 @@ async def test_load_turn_keeps_to_its_context_and_stops_at_the_turns_input(
     await insert_messages(memory_scope, [(at(5), "tie before")], id=uuid.UUID(int=input_id.int - 1), **ctx)
     await insert_messages(memory_scope, [(at(5), "tie after")], id=uuid.UUID(int=input_id.int + 1), **ctx)
     await insert_messages(memory_scope, [(at(6), "a concurrent run's")], **ctx)
-    store = store_of(memory_scope.kwargs(**ctx), exclude_ids=[str(input_id)])
+    store = store_of(ids_of(memory_scope, **ctx), before=str(input_id))
 
     state, messages = await store.load_turn(10)
     assert (state, [m.text for m in messages]) == (Summary(), ["m0", "m1", "m2", "m3", "tie before"])
 
     # A state row of the session without a context is another scope; this context's row bounds the read.
-    assert await store.save_state(Summary(summary="ctx", cursor=Cursor(at(1), str(rows[1].id))), expected_version=0)
-    no_context = store_of(memory_scope.kwargs(), exclude_ids=[str(input_id)])
-    assert await no_context.save_state(Summary(summary="none"), expected_version=0)
+    assert await store.save(Summary(text="ctx", cursor=Cursor(at(1), str(rows[1].id)))) is not None
+    no_context = store_of(ids_of(memory_scope), before=str(input_id))
+    assert await no_context.save(Summary(text="none")) is not None
     state, messages = await store.load_turn(10)
-    assert (state.summary, [m.text for m in messages]) == ("ctx", ["m2", "m3", "tie before"])
+    assert (state.text, [m.text for m in messages]) == ("ctx", ["m2", "m3", "tie before"])
 
 
 async def test_load_turn_bounds_the_read_by_the_cursor_message_itself(
@@ -342,33 +346,33 @@ async def test_load_turn_bounds_the_read_by_the_cursor_message_itself(
     rows = await insert_messages(memory_scope, [(at(i), f"m{i}") for i in range(5)])
     other_session = dataclasses.replace(memory_scope, session_id=f"{memory_scope.session_id}-other")
     await insert_messages(other_session, [(at(3), "elsewhere")])
-    store = store_of(memory_scope.kwargs())
+    store = store_of(ids_of(memory_scope))
 
-    assert await store.save_state(Summary(summary="s", cursor=Cursor(at(3), str(rows[3].id))), expected_version=0)
+    assert await store.save(Summary(text="s", cursor=Cursor(at(3), str(rows[3].id)))) is not None
     await move_rows_behind_langflows_back([rows[3].id], other_session.session_id)
     state, read = await _turn(store, limit=10)
-    assert (state.summary, state.cursor, read) == ("", None, [str(r.id) for r in rows if r.id != rows[3].id])
+    assert (state.text, state.cursor, read) == ("", None, [str(r.id) for r in rows if r.id != rows[3].id])
 
     shifted = Cursor(at(3.5), str(rows[1].id))  # the message says at(1)
-    assert await store.save_state(dataclasses.replace(state, summary="s", cursor=shifted), expected_version=1)
+    assert await store.save(dataclasses.replace(state, text="s", cursor=shifted)) is not None
     state, read = await _turn(store, limit=10)
     remaining = [str(r.id) for r in rows[2:] if r.id != rows[3].id]
-    assert (state.summary, state.cursor, read) == ("s", Cursor(at(1), str(rows[1].id)), remaining)
-    assert read == [m.id for m in await store.recent(10, after=state.cursor)]
+    assert (state.text, state.cursor, read) == ("s", Cursor(at(1), str(rows[1].id)), remaining)
+    assert read == [m.id for m in await store.messages(limit=10, after=state.cursor, newest=True)]
 
 
 async def test_load_turn_is_one_statement_when_unfolded_messages_exist(
     langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
 ) -> None:
     """The turn without a fold costs the database what the stock Agent's history read costs: one statement."""
-    from benchmarks.memory_path import statement_counter
+    from tests.support.round_trips import statement_counter
 
     rows = await insert_messages(memory_scope, [(at(i), f"m{i}") for i in range(30)])
-    store = store_of(memory_scope.kwargs(), exclude_ids=[str(rows[-1].id)])
+    store = store_of(ids_of(memory_scope), before=str(rows[-1].id))
     await store.load_turn(5)  # the migration check of a first call is not part of a turn
     for cursor in (None, Cursor(at(20), str(rows[20].id))):
         if cursor is not None:
-            assert await store.save_state(Summary(summary="s", cursor=cursor), expected_version=0)
+            assert await store.save(Summary(text="s", cursor=cursor)) is not None
         with statement_counter() as trips:
             state, messages = await store.load_turn(5)
         assert (state.cursor, [m.text for m in messages]) == (cursor, ["m24", "m25", "m26", "m27", "m28"])
@@ -384,27 +388,26 @@ def test_unsupported_without_langflow_services_answers_empty(tmp_path) -> None:
         """
         import asyncio, uuid
         from datetime import datetime, timezone
-        from langflow_summarizing_agent import session_memory as sm
-        from langflow_summarizing_agent.state import Cursor, Summary
+        from langflow_summarizing_agent.engine.records import Cursor, Scope, Summary
+        from langflow_summarizing_agent.storage import database as sm
 
         async def main():
             ids = {"flow_id": uuid.uuid4(), "user_id": uuid.uuid4(), "session_id": "s"}
             cursor = Cursor(datetime.now(timezone.utc), str(uuid.uuid4()))
-            everything = sm.LangflowStore()
-            store = everything.session(**ids)
+            store = sm.DatabaseStore(Scope(**ids))
+            async with store.fold_lock() as held:
+                pass
             return [
-                sm.session_memory_supported(),
-                await store.load_state() == Summary(),
+                sm.database_available(),
+                await store.load() == Summary(),
                 await store.load_turn(5) == (Summary(), []),
-                await store.save_state(Summary(), expected_version=0),
-                await store.after(None, 5),
-                await store.recent(5),
-                await store.count_after(None, cursor),
-                await everything.states(flow_id=ids["flow_id"], session_id="s"),
-                await everything.reset(flow_id=ids["flow_id"], session_id="s"),
-                await everything.purge_flows([ids["flow_id"]]),
-                await everything.purge_messages([uuid.uuid4()]),
-                await everything.count(),
+                await store.save(Summary()),
+                await store.messages(limit=5),
+                await store.messages(limit=5, newest=True),
+                await store.count(before=cursor),
+                await sm.session_summaries(flow_id=ids["flow_id"], session_id="s"),
+                await sm.reset_session(flow_id=ids["flow_id"], session_id="s"),
+                held,
             ]
 
         print(asyncio.run(main()))
@@ -417,14 +420,14 @@ def test_unsupported_without_langflow_services_answers_empty(tmp_path) -> None:
     )
 
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip().splitlines()[-1] == "[False, True, True, False, [], [], 0, [], 0, 0, 0, 0]"
+    assert result.stdout.strip().splitlines()[-1] == "[False, True, True, None, [], [], 0, [], 0, False]"
     assert not any(tmp_path.glob("*.db")), "no database may be created when Langflow's services are not running"
 
 
 async def test_the_fold_lock_holds_across_worker_processes_on_postgres_and_within_one_on_sqlite(
     langflow_db: LangflowDatabase, memory_scope: MemoryScope, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = sm.LangflowStore().session(**memory_scope.kwargs())
+    store = memory_scope.store()
     async with store.fold_lock() as here, store.fold_lock() as again_here:
         # Another worker process has the database but none of this process's locks.
         monkeypatch.setattr(sm, "_FOLD_LOCKS", HeldScopes())

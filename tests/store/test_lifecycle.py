@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from sqlalchemy import delete, select, update
 
-from langflow_summarizing_agent import lifecycle
-from langflow_summarizing_agent.models import SessionMemoryStateTable
-from langflow_summarizing_agent.session_memory import LangflowStore, StateRows
-from langflow_summarizing_agent.state import Cursor, Summary
+from langflow_summarizing_agent.engine.records import Cursor, Summary
+from langflow_summarizing_agent.storage.database import StateRows
+from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
+from langflow_summarizing_agent.wiring import lifecycle
 from tests.support.langflow_db import MemoryScope
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
@@ -39,14 +39,14 @@ def listeners() -> Iterator[None]:
 
 
 async def save_folded(scope: MemoryScope, cursor_message: Any, *, context_id: str | None = None, **kw: Any) -> None:
-    state = Summary(
-        summary=f"summary up to {cursor_message.text}",
+    summary = Summary(
+        text=f"summary up to {cursor_message.text}",
         pinned={"project_id": "PRJ-1"},
         cursor=Cursor(cursor_message.timestamp, str(cursor_message.id)),
         folded_count=2,
         **kw,
     )
-    assert await LangflowStore().session(**scope.kwargs(context_id=context_id)).save_state(state, expected_version=0)
+    assert await scope.store(context_id=context_id).save(summary) is not None
 
 
 async def state_rows(flow_id: uuid.UUID) -> list[tuple[str, str, str]]:
@@ -211,8 +211,8 @@ async def test_deleting_every_message_deletes_a_state_without_cursor(
     listeners: None, memory_scope: MemoryScope, insert_messages
 ) -> None:
     messages = await insert_messages(memory_scope, [(at(0), "only")])
-    store = LangflowStore().session(**memory_scope.kwargs())
-    assert await store.save_state(Summary(failed_folds=2), expected_version=0)
+    store = memory_scope.store()
+    assert await store.save(Summary(failed_folds=2)) is not None
 
     await delete_message_ids([messages[0].id])
 
@@ -282,7 +282,7 @@ async def test_a_failure_in_the_listener_does_not_fail_langflows_delete(
     assert "could not delete the summaries of deleted messages" in caplog.text
     assert "ignored and rebuilt only if its cursor message is no longer in its session" in caplog.text
     # The lazy check is the backstop: the cursor message is gone, so the state is not used.
-    assert (await LangflowStore().session(**memory_scope.kwargs()).load_state()).summary == ""
+    assert (await memory_scope.store().load()).text == ""
 
 
 async def test_after_a_failed_delete_a_summary_whose_cursor_message_remains_stays_in_use(
@@ -297,8 +297,8 @@ async def test_after_a_failed_delete_a_summary_whose_cursor_message_remains_stay
     assert await message_texts(memory_scope) == ["second", "third", "fourth"]
     assert "otherwise its summary stays in use" in caplog.text
     # As the log says: the lazy check does not catch a folded message deleted before the cursor.
-    state = await LangflowStore().session(**memory_scope.kwargs()).load_state()
-    assert state.summary == "summary up to second"
+    summary = await memory_scope.store().load()
+    assert summary.text == "summary up to second"
 
 
 # Renames
@@ -318,8 +318,8 @@ async def test_a_renamed_session_keeps_its_summary_under_the_new_id(
         (renamed, "", "summary up to second"),
         (renamed, "ctx", "summary up to second"),
     ]
-    state = await LangflowStore().session(**memory_scope.kwargs(session_id=renamed)).load_state()
-    assert (state.summary, state.cursor) == ("summary up to second", Cursor(at(1), str(messages[1].id)))
+    summary = await memory_scope.store(session_id=renamed).load()
+    assert (summary.text, summary.cursor) == ("summary up to second", Cursor(at(1), str(messages[1].id)))
 
 
 async def test_renaming_into_a_session_with_messages_discards_both_summaries(

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from langflow_summarizing_agent import migrate
-from langflow_summarizing_agent.models import SCOPE_CONSTRAINT, TABLE_NAME
+from langflow_summarizing_agent.storage import migrate
+from langflow_summarizing_agent.storage.models import SCOPE_CONSTRAINT, TABLE_NAME
 from tests.support.langflow_db import LangflowDatabase, restart_langflow_services, stored_summary
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +91,7 @@ def test_migration_file_passes_langflow_validator() -> None:
 def test_our_table_stays_out_of_langflow_metadata() -> None:
     from sqlmodel import SQLModel
 
-    from langflow_summarizing_agent.models import Base
+    from langflow_summarizing_agent.storage.models import Base
 
     assert TABLE_NAME in Base.metadata.tables
     assert TABLE_NAME not in SQLModel.metadata.tables
@@ -141,7 +141,7 @@ UPGRADE_AFTER_BARRIER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from langflow_summarizing_agent import migrate
+    from langflow_summarizing_agent.storage import migrate
 
     url, ready, go = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     ready.touch()
@@ -182,7 +182,7 @@ def test_migrations_run_from_an_installed_wheel(tmp_path: Path, migration_sqlite
     subprocess.run(install, check=True, capture_output=True, timeout=SUBPROCESS_TIMEOUT_SECONDS)
     url = migration_sqlite_url()
 
-    script = "import sys; from langflow_summarizing_agent import migrate; print(migrate.script_location()); "
+    script = "import sys; from langflow_summarizing_agent.storage import migrate; print(migrate.script_location()); "
     script += "print(migrate.upgrade(sys.argv[1]))"
     result = subprocess.run(
         [sys.executable, "-c", script, url],

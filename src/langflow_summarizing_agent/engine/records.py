@@ -94,6 +94,11 @@ class Scope:
     session_id: str
     context_id: str | None = None
 
+    def __post_init__(self) -> None:
+        # `""` is how the canvas and the table say "no context": the same scope as None.
+        if self.context_id == NO_CONTEXT:
+            object.__setattr__(self, "context_id", None)
+
     @property
     def key(self) -> tuple[str, str, str, str]:
         """The scope as a hashable value of strings: what the fold locks and the background registry key on."""
