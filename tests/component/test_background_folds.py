@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from langflow_summarizing_agent import background, lifecycle
-from langflow_summarizing_agent.agent_memory import last_turn
-from langflow_summarizing_agent.background import BackgroundFolds
-from langflow_summarizing_agent.fold import SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
+from langflow_summarizing_agent.wiring import background, lifecycle
+from langflow_summarizing_agent.wiring.agent_turn import turn_of
+from langflow_summarizing_agent.wiring.background import BackgroundFolds
 from tests.support.agent_runs import scripted_session
 from tests.support.langflow_db import LangflowDatabase, stored_summary
 
@@ -180,9 +180,10 @@ async def test_a_message_alone_at_the_budget_makes_no_turn_wait_when_each_fold_e
     for number, text in enumerate(questions):
         await say(session, text)
         await background_folds.wait_all()  # a person reads the reply and types: the fold ends meanwhile
-        turn = last_turn(session.last_agent)
-        assert turn is not None and turn.not_summarized == 0, "a message did not reach the model"
-        if turn.inline_fold:
+        kept = turn_of(session.last_agent)
+        turn = kept.turn if kept is not None else None
+        assert turn is not None and turn.plan.not_summarized == 0, "a message did not reach the model"
+        if turn.inline:
             inline.append(number)
 
     assert len(session.model.fold_calls) >= 3

@@ -14,8 +14,9 @@ from langchain_core.messages import HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from lfx.exceptions.component import ComponentBuildError
 
-from langflow_summarizing_agent.agent_memory import MAX_PINNED_KEYS
-from langflow_summarizing_agent.fold import CUT_MARKER, MAX_MESSAGE_CHARS, SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.settings import MAX_MESSAGE_CHARS, MAX_PINNED_KEYS
+from langflow_summarizing_agent.engine.tokens import CUT_MARKER
 from tests.support.agent_runs import ChatSession, scripted_session
 from tests.support.langflow_db import LangflowDatabase, MemoryScope, stored_summary
 
@@ -115,7 +116,9 @@ async def test_pinned_keys_that_cannot_be_keys_are_refused_with_what_to_change(
 @pytest.mark.parametrize(
     ("setting", "expected"),
     [
-        pytest.param({"n_messages": -1}, "Number of Chat History Messages must be at least 1", id="n-negative"),
+        pytest.param(
+            {"n_messages": -1}, "Number of Chat History Messages must be 0 (no memory) or more, got -1", id="n-negative"
+        ),
         pytest.param({"fold_batch": 0}, "Fold Batch must be at least 1 message", id="batch-zero"),
         pytest.param({"fold_batch": -20}, "Fold Batch must be at least 1 message", id="batch-negative"),
         pytest.param({"summary_words": 5}, "Summary Word Budget must be at least 20 words", id="words-tiny"),
@@ -217,7 +220,7 @@ async def test_non_ascii_text_reaches_the_summarizer_and_the_agent_unchanged(lan
     assert NON_ASCII[0] in chat.model.fold_prompts[0].data, "text is quoted as is, not as \\u escapes"
     state = await state_of(chat)
     assert state is not None
-    assert (state.summary, state.pinned) == (summary, {"customer": "Müller GmbH 株式会社"})
+    assert (state.text, state.pinned) == (summary, {"customer": "Müller GmbH 株式会社"})
     summary_message = str(chat.model.agent_calls[-1][1].content)
     assert summary_message.startswith(SUMMARY_PREFIX)
     assert "- customer: Müller GmbH 株式会社" in summary_message

@@ -11,7 +11,7 @@ import pytest_asyncio
 
 from benchmarks import support_session
 from benchmarks.script import support_session as scripted_session
-from langflow_summarizing_agent.fold import MAX_MESSAGE_CHARS
+from langflow_summarizing_agent.engine.settings import MAX_MESSAGE_CHARS
 
 pytestmark = pytest.mark.parametrize("langflow_db", ["sqlite"], indirect=True)
 

@@ -7,11 +7,12 @@ import pytest
 from lfx.components.models_and_agents.agent import AgentComponent
 from lfx.schema.dotdict import dotdict
 
-from langflow_summarizing_agent.agent_memory import N_MESSAGES_INFO, SETTING_NAMES
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import (
+    N_MESSAGES_INFO,
     SUMMARY_FIELDS,
     SummarizingAgentComponent,
 )
+from langflow_summarizing_agent.engine.settings import FIELD_NAMES
 
 TUNING = (
     "summary_model",
@@ -44,7 +45,7 @@ def test_each_setting_has_help_in_user_terms_and_its_ui_name():
     template = template_of(SummarizingAgentComponent())
 
     for name in ("summarize_older_messages", *SUMMARY_FIELDS):
-        assert template[name]["display_name"] == SETTING_NAMES[name]
+        assert template[name]["display_name"] == FIELD_NAMES[name]
         assert len(template[name]["info"]) > 40, name
     for name in ("summarize_older_messages", "fold_batch", "history_token_budget"):
         assert "Number of Chat History Messages" in template[name]["info"], name

@@ -14,8 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from langflow_summarizing_agent.session_memory import LangflowSessionStore
-from langflow_summarizing_agent.state import Cursor
+from langflow_summarizing_agent.engine.records import Cursor
 from tests.support.agent_runs import scripted_session
 from tests.support.fake_chat_model import folded_texts
 from tests.support.langflow_db import LangflowDatabase, MemoryScope
@@ -133,11 +132,11 @@ async def test_concurrent_graph_runs_in_one_process_fold_each_message_once(langf
 async def test_a_turn_reads_only_what_was_stored_before_its_input(memory_scope: MemoryScope, insert_messages) -> None:
     """Messages a concurrent run stored after this turn's input stay unread, so a fold cannot pass over the input."""
     rows = await insert_messages(memory_scope, [(T0 + timedelta(seconds=n), f"m{n}") for n in range(6)])
-    store = LangflowSessionStore(**memory_scope.kwargs(), exclude_ids=[rows[2].id])
+    store = memory_scope.store(before=rows[2].id)
 
-    assert [m.text for m in await store.recent(10)] == ["m0", "m1"]
-    assert [m.text for m in await store.after(None, 10)] == ["m0", "m1"]
-    assert await store.count_after(None, Cursor(T0 + timedelta(hours=1), str(uuid.uuid4()))) == 2
+    assert [m.text for m in await store.messages(limit=10, newest=True)] == ["m0", "m1"]
+    assert [m.text for m in await store.messages(limit=10, after=None)] == ["m0", "m1"]
+    assert await store.count(after=None, before=Cursor(T0 + timedelta(hours=1), str(uuid.uuid4()))) == 2
     # An input that is not stored (no id in the table) hides nothing else.
-    unstored = LangflowSessionStore(**memory_scope.kwargs(), exclude_ids=[uuid.uuid4()])
-    assert len(await unstored.recent(10)) == 6
+    unstored = memory_scope.store(before=uuid.uuid4())
+    assert len(await unstored.messages(limit=10, newest=True)) == 6

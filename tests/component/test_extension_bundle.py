@@ -8,7 +8,6 @@ import sys
 from importlib.resources import files
 from pathlib import Path
 
-
 EXTENSION_ID = "langflow-summarizing-agent"
 BUNDLE_NAME = "summarizing_agent"
 

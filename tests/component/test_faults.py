@@ -17,9 +17,9 @@ import pytest
 import sqlalchemy as sa
 from langchain_core.messages import SystemMessage
 
-from langflow_summarizing_agent.fold import SUMMARY_PREFIX
-from langflow_summarizing_agent.models import TABLE_NAME
-from langflow_summarizing_agent.state import Summary
+from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.records import Summary
+from langflow_summarizing_agent.storage.models import TABLE_NAME
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession, scripted_session
 from tests.support.langflow_db import LangflowDatabase, stored_summary
 
@@ -50,8 +50,8 @@ def history_texts(call: list) -> list[str]:
 
 
 def assert_kept(before: Summary, after: Summary) -> None:
-    assert (after.summary, after.pinned, after.cursor, after.folded_count) == (
-        before.summary,
+    assert (after.text, after.pinned, after.cursor, after.folded_count) == (
+        before.text,
         before.pinned,
         before.cursor,
         before.folded_count,
@@ -127,7 +127,7 @@ async def test_pinned_values_of_the_wrong_type_are_ignored_and_the_rest_of_the_f
 
     after = await state_of(chat)
     assert after.pinned == before.pinned
-    assert after.summary == "- new"
+    assert after.text == "- new"
     assert after.folded_count == before.folded_count + 2
     assert "Ignoring pinned value of type dict for key 'project_id'" in caplog.text
     assert "Ignoring pinned value of type list for key 'cluster'" in caplog.text

@@ -6,6 +6,7 @@ Through the component (graph runs on Langflow's services, SQLite and Postgres) a
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
@@ -13,10 +14,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from langflow_summarizing_agent.fold import SUMMARY_PREFIX
-from langflow_summarizing_agent.models import SessionMemoryStateTable
-from langflow_summarizing_agent.session_memory import LangflowStore
-from langflow_summarizing_agent.state import Summary
+from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.records import Summary
+from langflow_summarizing_agent.storage.database import DatabaseStore, StateRows
+from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession
 from tests.support.langflow_db import LangflowDatabase, MemoryScope
 
@@ -32,6 +33,14 @@ async def state_rows_of_session(session_id: str) -> list[dict[str, Any]]:
     async with session_scope() as session:
         rows = await session.exec(sa.select(STATE).where(STATE.c.session_id == session_id).order_by(STATE.c.id))
         return [dict(row._mapping) for row in rows]
+
+
+async def on_state_rows(action: Callable[[StateRows], Any]) -> Any:
+    """`action(StateRows)` on a connection of Langflow's database, in a transaction of its own."""
+    from langflow.services.deps import session_scope
+
+    async with session_scope() as session:
+        return await session.run_sync(lambda sync: action(StateRows(sync.connection())))
 
 
 def sent_text(chat: ChatSession) -> str:
@@ -85,28 +94,30 @@ async def test_another_user_flow_or_context_on_the_same_session_id_never_touches
 async def test_the_store_never_crosses_user_flow_or_context(
     memory_scope: MemoryScope, insert_messages, other: str
 ) -> None:
-    store = LangflowStore()
-    owner = memory_scope.kwargs(context_id="ctx-a")
+    owner = memory_scope.scope(context_id="ctx-a")
     intruder = {
-        "user": memory_scope.kwargs(context_id="ctx-a", user_id=uuid.uuid4()),
-        "flow": memory_scope.kwargs(context_id="ctx-a", flow_id=uuid.uuid4()),
-        "context": memory_scope.kwargs(context_id="ctx-b"),
+        "user": memory_scope.scope(context_id="ctx-a", user_id=uuid.uuid4()),
+        "flow": memory_scope.scope(context_id="ctx-a", flow_id=uuid.uuid4()),
+        "context": memory_scope.scope(context_id="ctx-b"),
     }[other]
     for ids in (owner, intruder):
-        scope = MemoryScope(ids["flow_id"], ids["user_id"], ids["session_id"])
-        await insert_messages(scope, [(datetime.now(timezone.utc), "hello")], context_id=ids["context_id"])
-    assert await store.session(**owner).save_state(Summary(summary="owner's"), expected_version=0)
-    owners = await store.session(**owner).load_state()
+        scope = MemoryScope(ids.flow_id, ids.user_id, ids.session_id)
+        await insert_messages(scope, [(datetime.now(timezone.utc), "hello")], context_id=ids.context_id)
+    assert await DatabaseStore(owner).save(Summary(text="owner's")) is not None
+    owners = await DatabaseStore(owner).load()
 
-    assert await store.session(**intruder).load_state() == Summary()
-    hijack = replace(owners, summary="hijack")
-    assert not await store.session(**intruder).save_state(hijack, expected_version=owners.version)
+    assert await DatabaseStore(intruder).load() == Summary()
+    hijack = replace(owners, text="hijack")
+    assert await DatabaseStore(intruder).save(hijack) is None
     if other != "context":
         # A purge covers every context of a session by design; it only ever reaches the caller's flow and owner.
-        purge = {"flow_id": intruder["flow_id"], "user_id": intruder["user_id"]}
-        assert await store.purge_sessions(**purge, session_ids=[memory_scope.session_id]) == 0
-    assert await store.session(**intruder).save_state(Summary(summary="own"), expected_version=0)
+        flow_id, user_id = intruder.flow_id, intruder.user_id
+        purged = await on_state_rows(
+            lambda rows: rows.purge(flow_id, session_ids=[memory_scope.session_id], user_id=user_id)
+        )
+        assert purged == 0
+    assert await DatabaseStore(intruder).save(Summary(text="own")) is not None
 
-    stored = await store.session(**owner).load_state()
-    assert (stored.summary, stored.version) == ("owner's", 1)
-    assert (await store.session(**intruder).load_state()).summary == "own"
+    stored = await DatabaseStore(owner).load()
+    assert (stored.text, stored.version) == ("owner's", 1)
+    assert (await DatabaseStore(intruder).load()).text == "own"

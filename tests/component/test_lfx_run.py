@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from langflow_summarizing_agent.agent_memory import FALLBACK_NOTE
+from langflow_summarizing_agent.wiring.agent_turn import FALLBACK_NOTE
 from tests.support.flow_files import load_support_flow, read_records, with_offline_model
 
 LFX_RUN_TIMEOUT_SECONDS = 300

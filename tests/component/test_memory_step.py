@@ -13,8 +13,9 @@ from typing import Any
 
 from lfx.schema.content_types import ToolContent
 
-from langflow_summarizing_agent.agent_memory import MEMORY_STEP_NAME, MEMORY_STEP_TITLE, last_turn
-from langflow_summarizing_agent.fold import SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.report import verbatim_history_tokens
+from langflow_summarizing_agent.wiring.agent_turn import MEMORY_STEP_NAME, MEMORY_STEP_TITLE, turn_of
 from tests.support.agent_runs import ChatSession
 
 FIRST = "I'm working on project PRJ-123 on the EU cluster."
@@ -43,8 +44,9 @@ async def test_each_reply_carries_one_memory_step_first_with_the_turns_numbers(l
     chat = ChatSession(settings={**ON, "pinned_keys": ["project_id", "cluster"]})
     await _hold(chat, 8)
 
-    turn = last_turn(chat.last_agent)
-    assert turn is not None and turn.state.folded_count
+    kept = turn_of(chat.last_agent)
+    turn = kept.turn if kept is not None else None
+    assert turn is not None and turn.summary.folded_count
     replies = await _stored_replies(chat)
     assert len(replies) == 8
     for reply in replies:
@@ -54,11 +56,11 @@ async def test_each_reply_carries_one_memory_step_first_with_the_turns_numbers(l
         assert step.header["title"] == MEMORY_STEP_TITLE
     last_step = replies[-1].content_blocks[0].output
     assert last_step.startswith(
-        f"Memory: summary covers {turn.state.folded_count} earlier messages\n· {len(turn.verbatim)} recent messages "
+        f"Memory: summary covers {turn.summary.folded_count} earlier messages\n· {len(turn.plan.send)} recent messages "
         "verbatim\n· pinned: project_id, cluster\n"
     )
-    assert f"~{turn.history_tokens:,} history tokens sent" in last_step
-    assert f"the whole conversation verbatim: ~{turn.verbatim_history_tokens:,}" in last_step
+    assert f"~{turn.plan.history_tokens:,} history tokens sent" in last_step
+    assert f"the whole conversation verbatim: ~{verbatim_history_tokens(turn):,}" in last_step
     folding = [r.content_blocks[0].output for r in replies if "this turn" in r.content_blocks[0].output]
     assert folding
     assert all(re.search(r"folded \d+ messages this turn \(1 summary call, \d+\.\d s\)", text) for text in folding)

@@ -8,8 +8,10 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from lfx.components.models_and_agents.agent import AgentComponent
 
-from langflow_summarizing_agent.agent_memory import last_turn
-from langflow_summarizing_agent.fold import COMPACT_COMMAND, COMPACT_REPLY_PREFIX, SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND, COMPACT_REPLY_PREFIX
+from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.report import verbatim_history_tokens
+from langflow_summarizing_agent.wiring.agent_turn import turn_of
 from tests.support.agent_runs import ChatSession
 from tests.support.fake_chat_model import RECORDERS
 
@@ -155,13 +157,14 @@ async def test_status_says_what_the_model_got_against_the_whole_conversation_ver
     chat = ChatSession(settings={**ON, "n_messages": 4, "fold_batch": 4, "history_token_budget": 0})
     await hold_conversation(chat, 8)
 
-    turn = last_turn(chat.last_agent)
-    assert turn is not None and turn.state.folded_count
+    kept = turn_of(chat.last_agent)
+    turn = kept.turn if kept is not None else None
+    assert turn is not None and turn.summary.folded_count
     status = chat.last_agent.status
     assert (
-        f"The model got: summary covering {turn.state.folded_count} messages plus {len(turn.verbatim)} recent "
-        f"messages verbatim, ~{turn.history_tokens:,} tokens. Sending the whole conversation verbatim would take "
-        f"~{turn.verbatim_history_tokens:,} tokens." in status
+        f"The model got: summary covering {turn.summary.folded_count} messages plus {len(turn.plan.send)} recent "
+        f"messages verbatim, ~{turn.plan.history_tokens:,} tokens. Sending the whole conversation verbatim would take "
+        f"~{verbatim_history_tokens(turn):,} tokens." in status
     )
     assert "stock Agent" not in status
 
@@ -170,8 +173,8 @@ async def test_status_says_what_the_model_got_against_the_whole_conversation_ver
     stored = await aget_messages(session_id=chat.session_id, flow_id=chat.flow_id, user_id=chat.user_id, order="ASC")
     before_last_input = [m.to_lc_message() for m in stored[:-2]]
     whole = count_tokens_approximately(before_last_input)
-    assert abs(turn.verbatim_history_tokens - whole) <= whole * 0.2
-    assert turn.history_tokens < turn.verbatim_history_tokens
+    assert abs(verbatim_history_tokens(turn) - whole) <= whole * 0.2
+    assert turn.plan.history_tokens < verbatim_history_tokens(turn)
 
 
 async def test_memory_off_with_zero_messages_even_when_the_switch_is_on(langflow_db):

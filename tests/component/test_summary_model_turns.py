@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from langflow_summarizing_agent import agent_memory
+from langflow_summarizing_agent.wiring import agent_turn
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession
 from tests.support.fake_chat_model import recorder
 from tests.support.langflow_db import LangflowDatabase, stored_summary
@@ -28,13 +28,13 @@ async def test_only_a_turn_that_folds_builds_the_summary_model_and_only_once(
     langflow_db: LangflowDatabase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     builds: list[Any] = []
-    build = agent_memory.build_summary_model
+    build = agent_turn.build_summary_model
 
     def counted_build(component: Any) -> Any:
         builds.append(component)
         return build(component)
 
-    monkeypatch.setattr(agent_memory, "build_summary_model", counted_build)
+    monkeypatch.setattr(agent_turn, "build_summary_model", counted_build)
     chat = ChatSession(settings=FOLD_EACH_TURN)
     recorder(chat.recorder_name)
 
@@ -53,7 +53,7 @@ async def test_a_summary_model_that_cannot_be_built_fails_the_fold_not_the_turn(
     def build_without_key(component: Any) -> Any:
         raise ValueError(NO_KEY)
 
-    monkeypatch.setattr(agent_memory, "build_summary_model", build_without_key)
+    monkeypatch.setattr(agent_turn, "build_summary_model", build_without_key)
     chat = ChatSession(settings=FOLD_EACH_TURN)
     recorder(chat.recorder_name)
 
@@ -65,7 +65,7 @@ async def test_a_summary_model_that_cannot_be_built_fails_the_fold_not_the_turn(
     assert not chat.model.fold_calls
     state = await stored_summary(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
     assert state is not None
-    assert (state.folded_count, state.summary) == (0, "")
+    assert (state.folded_count, state.text) == (0, "")
     assert state.failed_folds >= 1
     assert state.retry_after is not None
     failed = [s for s in statuses if "summary model could not be built" in s]

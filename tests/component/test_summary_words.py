@@ -12,7 +12,7 @@ import logging
 import pytest
 from langchain_core.messages import HumanMessage
 
-from langflow_summarizing_agent.state import Summary
+from langflow_summarizing_agent.engine.records import Summary
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession, scripted_session
 from tests.support.langflow_db import LangflowDatabase, stored_summary
 
@@ -49,9 +49,9 @@ async def test_over_long_summary_is_clipped_to_the_word_budget(
         await chat.say("Any other idea?")
 
     after = await state_of(chat)
-    assert after.summary.startswith("- word0 word1")
-    assert len(after.summary.split()) <= 51
-    assert after.summary.endswith("…")
+    assert after.text.startswith("- word0 word1")
+    assert len(after.text.split()) <= 51
+    assert after.text.endswith("…")
     assert after.pinned == before.pinned
     assert after.folded_count == before.folded_count + 2
     assert "clipped" in caplog.text
@@ -70,6 +70,6 @@ async def test_a_summary_without_spaces_is_clipped_to_the_word_budget(langflow_d
 
     state = await state_of(chat)
     assert state is not None
-    assert state.summary.startswith("- 部署失败")
-    assert len(state.summary) <= 40
-    assert state.summary.endswith("…")
+    assert state.text.startswith("- 部署失败")
+    assert len(state.text) <= 40
+    assert state.text.endswith("…")
