@@ -95,7 +95,7 @@ async def test_the_fold_runs_after_the_reply_and_a_later_turn_uses_it(
 
     reply = await say(session, "and now?")
     assert SUMMARY_PREFIX in reply, "the next turn's model got the summary"
-    assert "Summary updated in the background after the previous turn: folded" in session.last_agent.status
+    assert "Folded after the previous reply:" in session.last_agent.status
     assert len(session.model.fold_calls) == 1
 
 
@@ -109,7 +109,7 @@ async def test_a_turn_does_not_wait_for_the_sessions_running_fold(
     await say(session, "and another")
 
     status = session.last_agent.status
-    assert "A summary is being updated; this turn used the previous one" in status
+    assert "A fold of this session is running; this turn used the previous summary" in status
     assert len(session.model.fold_calls) == 1, "a second summary call while one runs"
     session.model.fold_gate.set()
     await background_folds.wait(scope_key(session))

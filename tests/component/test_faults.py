@@ -85,7 +85,7 @@ async def test_unusable_summary_answer_keeps_summary_and_cursor_and_the_turn_run
     assert_kept(before, after)
     assert after.failed_folds == 1
     status = chat.last_agent.status
-    assert "summary fold failed" in status
+    assert "fold failed" in status
     assert reason in status
     history = history_texts(chat.model.agent_calls[-1])
     # Nothing lost: the summary of the first exchange, then every later message verbatim.
@@ -109,7 +109,7 @@ async def test_summary_call_over_the_timeout_is_abandoned_and_the_turn_runs(lang
     assert reply.strip() == "Noted."
     assert_kept(before, await state_of(chat))
     status = chat.last_agent.status
-    assert "summary fold failed" in status
+    assert "fold failed" in status
     assert "TimeoutError" in status
     assert "0.2 s" in status
     assert len(history_texts(chat.model.agent_calls[-1])) == 5
@@ -197,8 +197,8 @@ async def test_state_read_failure_falls_back_to_last_n_and_logs_the_error(
 
     assert reply.strip() == "Noted."
     assert_stock_last_n(chat)
-    assert "session memory unavailable" in chat.last_agent.status
-    assert "session memory failed" in caplog.text
+    assert "summary store unavailable" in chat.last_agent.status
+    assert "the summary store failed" in caplog.text
     assert TABLE_NAME in caplog.text
     assert_kept(before, await state_of(chat))
 

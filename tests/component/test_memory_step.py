@@ -86,7 +86,7 @@ async def test_the_step_shows_failed_summary_updates_and_the_back_off(langflow_d
     await _hold(chat, 6)
 
     [step] = _memory_steps((await _stored_replies(chat))[-1].content_blocks)
-    assert re.search(r"summary update failed once; next try in \d+ s", step.output)
+    assert re.search(r"fold failed once; next try in \d+ s", step.output)
     assert "provider unavailable" not in step.output
 
 

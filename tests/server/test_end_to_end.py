@@ -184,7 +184,7 @@ def test_summary_calls_never_reach_the_playground_stream(conversations: Conversa
     assert conversations.playground.fold_calls
     # The server folds after the reply, in the background: those summary calls reach no stream either.
     assert any(
-        "updated in the background after the previous turn" in logs for logs in conversations.playground.agent_logs
+        "Folded after the previous reply" in logs for logs in conversations.playground.agent_logs
     )
     assert conversations.playground.streamed
     streamed = "".join(conversations.playground.streamed)

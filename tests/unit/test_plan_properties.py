@@ -374,7 +374,7 @@ class VerbatimPolicy(RuleBasedStateMachine):
             assert turn.plan.summary_text and note(len(hidden)) in turn.plan.summary_text, (
                 "the note does not give the count"
             )
-            failed = any("summary fold failed" in problem for problem in problems(turn))
+            failed = any("fold failed" in problem for problem in problems(turn))
             catching_up = len(batches) == self.settings.max_folds_per_turn
             assert failed or catching_up or self.summarizer.raced, (
                 f"{len(hidden)} messages are neither sent nor folded though no fold failed or waits: {hidden[:5]}"
@@ -406,7 +406,7 @@ class VerbatimPolicy(RuleBasedStateMachine):
 
         planned = [m.id for m in self.plans[0].fold]
         chunks = [planned[i : i + chosen.max_fold_messages] for i in range(0, len(planned), chosen.max_fold_messages)]
-        failed = any("summary fold failed" in problem for problem in problems(turn))
+        failed = any("fold failed" in problem for problem in problems(turn))
         assert batches[: len(chunks)] == chunks[: len(batches)], "the summarizer is not given the planned fold"
         assert failed or len(batches) >= min(len(chunks), chosen.max_folds_per_turn), "the fold stopped early"
         for plan in self.plans:

@@ -125,7 +125,7 @@ async def fold(
             try:
                 proposed_pinned, text = parse_fold_output(await summarizer(prompt))
             except Exception as exc:  # noqa: BLE001 - any summary model failure must leave the turn running
-                problem = f"summary fold failed ({plan.reason}): {_describe(exc)}"
+                problem = f"fold failed ({plan.reason}): {_describe(exc)}"
                 logger.warning("Summarizing Agent: %s; the previous summary is kept", problem)
                 break
             if count_words(text) > settings.summary_words:

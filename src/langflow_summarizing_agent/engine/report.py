@@ -17,7 +17,7 @@ from langflow_summarizing_agent.engine.records import utcnow
 from langflow_summarizing_agent.engine.tokens import message_tokens
 from langflow_summarizing_agent.engine.turn import Turn
 
-BUSY_NOTE = "A summary is being updated; this turn used the previous one"
+BUSY_NOTE = "A fold of this session is running; this turn used the previous summary"
 MEMORY_STEP_SEPARATOR = "\n· "
 """Several lines: the Playground shows such a step text as wrapped prose, and a single line in a box that does not
 wrap."""
@@ -30,7 +30,7 @@ def problems(turn: Turn) -> tuple[str, ...]:
     summary = turn.summary
     if turn.plan.postponed:
         return (
-            f"summary fold failed {summary.failed_folds} time(s) in a row; next try after "
+            f"fold failed {summary.failed_folds} time(s) in a row; next try after "
             f"{summary.retry_after:%Y-%m-%d %H:%M:%S} UTC",
         )
     return ()
@@ -67,7 +67,7 @@ def status_text(turn: Turn, previous: FoldResult | None = None) -> str:
     if turn.busy:
         sentences.append(BUSY_NOTE)
     if turn.due:
-        sentences.append(f"A fold is due ({turn.due}); the summary is updated in the background after this reply")
+        sentences.append(f"A fold is due ({turn.due}); it runs after this reply")
     if turn.plan.not_summarized:
         sentences.append(f"{turn.plan.not_summarized} earlier messages are not summarized yet")
     if problems(turn):
@@ -98,12 +98,12 @@ def memory_step_text(
     if turn.busy:
         parts.append(BUSY_NOTE.lower())
     if turn.due:
-        parts.append("summary update runs after this reply")
+        parts.append("fold runs after this reply")
     if turn.plan.not_summarized:
         parts.append(f"{turn.plan.not_summarized} earlier messages not summarized yet")
     if summary.failed_folds:
         times = "once" if summary.failed_folds == 1 else f"{summary.failed_folds} times"
-        parts.append(f"summary update failed {times}; next try {_next_try(summary.retry_after, now or utcnow())}")
+        parts.append(f"fold failed {times}; next try {_next_try(summary.retry_after, now or utcnow())}")
     parts.append(
         f"~{turn.plan.history_tokens:,} history tokens sent; the whole conversation verbatim: "
         f"~{verbatim_history_tokens(turn):,}"
@@ -113,9 +113,9 @@ def memory_step_text(
 
 def fold_after_reply_text(result: FoldResult) -> str:
     if result.problems:
-        return "The summary update after the previous turn failed: " + "; ".join(result.problems)
+        return "The fold after the previous reply failed: " + "; ".join(result.problems)
     return (
-        f"Summary updated in the background after the previous turn: folded {result.folded} messages "
+        f"Folded after the previous reply: {result.folded} messages "
         f"({_plural_calls(result.calls)}, {result.seconds:.1f} s)"
     )
 

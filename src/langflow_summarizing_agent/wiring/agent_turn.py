@@ -165,8 +165,8 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
         else:
             turn = await fold_if_due(store, summarizer, settings, failures=SAVE_FAILURES)
     except Exception as exc:
-        logger.exception("Summarizing Agent: session memory failed; using the last N messages")
-        note = f"Summarizing Agent: session memory unavailable ({type(exc).__name__}); used the last N."
+        logger.exception("Summarizing Agent: the summary store failed; using the last N messages")
+        note = f"Summarizing Agent: summary store unavailable ({type(exc).__name__}); used the last N messages."
         _keep(component, AgentTurn(key, note))
         return await stock_history()
     seconds = time.perf_counter() - started

@@ -110,7 +110,7 @@ class BackgroundFolds:
             raise
         except Exception as exc:
             logger.exception("Summarizing Agent: a background fold failed; the summary stays as it was")
-            self._record(key, FoldResult(Summary(), problems=(f"session memory unavailable ({type(exc).__name__})",)))
+            self._record(key, FoldResult(Summary(), problems=(f"summary store unavailable ({type(exc).__name__})",)))
             return
         if result is None:
             return
