@@ -582,6 +582,7 @@ async def _benchmark(args: argparse.Namespace, backend: str, argv: list[str] | N
         "compact_exchange": compact_exchange(args.exchanges),
         "long_message_tokens": LONG_MESSAGE_TOKENS,
         "tool_exchanges": {e.index: e.tool_calls for e in session if e.tool_calls},
+        "message_chars": {name: _message_chars(exchanges) for name, exchanges in scripted.items()},
         "history_token_budget": budget,
         "runs": runs,
         "memory_path": {
@@ -601,6 +602,15 @@ async def _benchmark(args: argparse.Namespace, backend: str, argv: list[str] | N
     print(report_text(report))
     print(f"\nWrote {stem}.json, {stem}.png and {verbatim_plot} in {time.perf_counter() - started:.0f} s")
     return report
+
+
+def _message_chars(session: list[Exchange]) -> list[int]:
+    """Characters of each scripted message, by message number."""
+    chars: dict[int, int] = {}
+    for exchange in session:
+        chars[exchange.message_number("user")] = len(exchange.user_text)
+        chars[exchange.message_number("reply")] = len(exchange.reply)
+    return [chars[number] for number in sorted(chars)]
 
 
 def main(argv: list[str] | None = None) -> None:
