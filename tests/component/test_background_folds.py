@@ -15,27 +15,13 @@ from langflow_summarizing_agent.wiring import background, lifecycle
 from langflow_summarizing_agent.wiring.agent_turn import turn_of
 from langflow_summarizing_agent.wiring.background import BackgroundFolds
 from tests.support.agent_runs import scripted_session
+from tests.support.fake_chat_model import FoldGate
 from tests.support.langflow_db import LangflowDatabase, stored_summary
 
 FOLD_BY_BATCH = {"n_messages": 5, "fold_batch": 4, "history_token_budget": 0}
 
 
 # The registry
-
-
-class FoldGate:
-    """A fake model's `fold_gate`: fold calls wait for `set()`; `started` is set by the first call that waits."""
-
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
-        self._open = asyncio.Event()
-
-    async def wait(self) -> None:
-        self.started.set()
-        await self._open.wait()
-
-    def set(self) -> None:
-        self._open.set()
 
 
 # Whole turns on Langflow's services

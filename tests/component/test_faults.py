@@ -20,27 +20,8 @@ from langchain_core.messages import SystemMessage
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.records import Summary
 from langflow_summarizing_agent.storage.models import TABLE_NAME
-from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession, scripted_session
-from tests.support.langflow_db import LangflowDatabase, stored_summary
-
-FIRST = "I'm working on project PRJ-123 on the EU cluster."
-
-
-async def state_of(chat: ChatSession) -> Summary:
-    state = await stored_summary(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
-    assert state is not None
-    return state
-
-
-async def fold_once_then(chat: ChatSession) -> Summary:
-    """Three turns: the third folds the first exchange successfully. Returns the state after it."""
-    await chat.say(FIRST)
-    await chat.say("The deploy fails with error E001.")
-    await chat.say("It still fails after a restart.")
-    state = await state_of(chat)
-    assert state.folded_count == 2
-    assert state.pinned == {"project_id": "PRJ-123", "cluster": "EU cluster"}
-    return state
+from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession, fold_once_then, scripted_session, state_of
+from tests.support.langflow_db import LangflowDatabase
 
 
 def history_texts(call: list) -> list[str]:

@@ -183,9 +183,7 @@ def test_playground_turns_carry_their_own_session_summary(conversations: Convers
 def test_summary_calls_never_reach_the_playground_stream(conversations: Conversations) -> None:
     assert conversations.playground.fold_calls
     # The server folds after the reply, in the background: those summary calls reach no stream either.
-    assert any(
-        "Folded after the previous reply" in logs for logs in conversations.playground.agent_logs
-    )
+    assert any("Folded after the previous reply" in logs for logs in conversations.playground.agent_logs)
     assert conversations.playground.streamed
     streamed = "".join(conversations.playground.streamed)
     assert "pinned" not in streamed

@@ -70,8 +70,7 @@ def test_read_narrows_to_a_context(chat: ServerChat) -> None:
     missing = get_state(chat, session_id, context_id="other")
     assert missing.status_code == 404
     assert (
-        missing.json()["detail"]
-        == f"Session {session_id!r} of flow {chat.flow_id} has no summary in context 'other'"
+        missing.json()["detail"] == f"Session {session_id!r} of flow {chat.flow_id} has no summary in context 'other'"
     )
 
 

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from tests.support.flow_files import SUPPORT_FLOW_PATH, agent_node, load_support_flow
+from tests.support.flow_files import (
+    SUPPORT_FLOW_PATH,
+    SUPPORT_FLOW_PINNED_KEYS,
+    agent_template,
+    code_of,
+    load_support_flow,
+)
 from tests.support.server_fixtures import LangflowServer
-
-PINNED_KEYS = ["project_id", "customer", "cluster"]
-
-
-def _agent_template(flow: dict[str, Any]) -> dict[str, Any]:
-    return agent_node(flow)["data"]["node"]["template"]
-
-
-def _code(template: dict[str, Any]) -> str:
-    code = template["code"]["value"]
-    return "\n".join(code) if isinstance(code, list) else code
 
 
 def test_support_flow_imports_into_a_real_server_with_the_switch_on(langflow_server: LangflowServer) -> None:
@@ -30,8 +23,8 @@ def test_support_flow_imports_into_a_real_server_with_the_switch_on(langflow_ser
     stored.raise_for_status()
 
     assert stored.json()["name"] == "Summarizing Support Agent"
-    template = _agent_template(stored.json())
+    template = agent_template(stored.json())
     assert template["summarize_older_messages"]["value"] is True
-    assert template["pinned_keys"]["value"] == PINNED_KEYS
+    assert template["pinned_keys"]["value"] == SUPPORT_FLOW_PINNED_KEYS
     assert template["pinned_keys"]["show"] is True
-    assert _code(template) == _code(_agent_template(load_support_flow()))
+    assert code_of(template) == code_of(agent_template(load_support_flow()))

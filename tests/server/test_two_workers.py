@@ -5,7 +5,6 @@ twice, versions only go up, and no summary call is wasted.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,8 +22,9 @@ from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent i
     SummarizingAgentComponent,
 )
 from tests.support.agent_runs import QUIET_AGENT
-from tests.support.fake_chat_model import FakeChatModelComponent, folded_texts
+from tests.support.fake_chat_model import FakeChatModelComponent
 from tests.support.flow_files import read_records
+from tests.support.fold_audit import FOLD_OFTEN, StateWatch, check_fold_bookkeeping
 from tests.support.postgres_database import fresh_postgres_database
 from tests.support.server_fixtures import LangflowServer, running_langflow_server
 
@@ -33,89 +33,6 @@ CONCURRENT_RUNS = 16
 WORKER_SPREAD_TIMEOUT = 180.0
 FOLDS_QUIET_SECONDS = 2.0
 FOLDS_SETTLE_TIMEOUT = 60.0
-# A small window and batch make nearly every turn fold, so concurrent turns race on the same state row.
-FOLD_OFTEN = {
-    "summarize_older_messages": True,
-    "n_messages": 2,
-    "fold_batch": 2,
-    "history_token_budget": 0,
-}
-
-STATE_SQL = """
-SELECT version, absorbed_count, summary, covered_until_message_id
-FROM session_memory_state WHERE flow_id = :flow_id AND session_id = :session_id
-"""
-MESSAGE_SQL = "SELECT sender, text FROM message WHERE id = :id"
-
-
-def check_fold_bookkeeping(engine: sa.Engine, flow_id: uuid.UUID, session_id: str) -> dict[str, Any]:
-    """One state row; its summary, written by a model that lists every message it folds, names each folded message
-    once; `absorbed_count` is their number and the cursor is the newest of them."""
-    ids = {"flow_id": _id(engine, flow_id), "session_id": session_id}
-    with engine.connect() as connection:
-        rows = connection.execute(sa.text(STATE_SQL), ids).mappings().all()
-        assert len(rows) == 1, f"expected one state row, found {len(rows)}"
-        state = dict(rows[0])
-        assert state["covered_until_message_id"] is not None, "nothing was folded"
-        cursor = connection.execute(sa.text(MESSAGE_SQL), {"id": _id(engine, state["covered_until_message_id"])}).one()
-    folded = folded_texts(state["summary"])
-    # A reply is stored empty while its run is still streaming; a fold may read it then.
-    texts = [text for text in folded if text.strip()]
-    assert len(texts) == len(set(texts)), f"a message was folded twice: {folded}"
-    assert state["absorbed_count"] == len(folded), f"absorbed {state['absorbed_count']}, folded {folded}"
-    assert cursor.text.strip() == folded[-1].strip() or (not folded[-1].strip() and cursor.sender != "User"), (
-        f"the cursor is at {cursor.text!r}, the newest folded message is {folded[-1]!r}"
-    )
-    return state
-
-
-def _id(engine: sa.Engine, value: Any) -> Any:
-    # SQLite stores UUIDs as 32 hex digits without dashes; Postgres has a uuid type.
-    as_uuid = value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
-    return as_uuid.hex if engine.dialect.name == "sqlite" else as_uuid
-
-
-class StateWatch:
-    """Polls the state row in a thread while runs are in flight; `seen` keeps each (version, absorbed_count)."""
-
-    def __init__(self, engine: sa.Engine, flow_id: uuid.UUID, session_id: str) -> None:
-        self.engine = engine
-        self.ids = {"flow_id": _id(engine, flow_id), "session_id": session_id}
-        self.seen: list[tuple[int, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-
-    def __enter__(self) -> StateWatch:
-        self._read()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._read()
-
-    def _poll(self) -> None:
-        while not self._stop.is_set():
-            self._read()
-            time.sleep(0.005)
-
-    def _read(self) -> None:
-        with self.engine.connect() as connection:
-            row = connection.execute(sa.text(STATE_SQL), self.ids).first()
-        if row is not None and (not self.seen or self.seen[-1] != (row.version, row.absorbed_count)):
-            self.seen.append((row.version, row.absorbed_count))
-
-    def assert_only_moved_forward(self, final: dict[str, Any]) -> None:
-        """Each save bumped the version, and none undid a fold saved before it."""
-        versions = [version for version, _ in self.seen]
-        assert versions == sorted(set(versions)), f"the version went down or was saved twice: {self.seen}"
-        absorbed = [count for _, count in self.seen]
-        assert absorbed == sorted(absorbed), f"a saved fold was undone: {self.seen}"
-        assert self.seen[-1] == (final["version"], final["absorbed_count"])
-        assert len(self.seen) > 1, "no state was saved while the runs were in flight"
-
-
 # Two workers on one Postgres database, over HTTP
 
 

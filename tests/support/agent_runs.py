@@ -11,8 +11,12 @@ from lfx.components.models_and_agents.agent import AgentComponent
 from lfx.graph import Graph
 
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
+from langflow_summarizing_agent.engine.records import Summary
 from tests.support.fake_chat_model import RECORDERS, FakeChatModel, FakeChatModelComponent, recorder
+from tests.support.langflow_db import stored_summary
 
+FIRST = "I'm working on project PRJ-123 on the EU cluster."
+"""A first message with both pinned facts (`PINNED_KEYS`) in it."""
 PINNED_KEYS = ["project_id", "cluster"]
 FOLD_EACH_TURN = {
     "summarize_older_messages": True,
@@ -85,3 +89,21 @@ def scripted_session(settings: dict[str, Any], **model: Any) -> ChatSession:
     chat = ChatSession(settings=settings)
     recorder(chat.recorder_name, **model)
     return chat
+
+
+async def state_of(chat: ChatSession) -> Summary:
+    """The session's stored summary; there must be one."""
+    state = await stored_summary(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
+    assert state is not None
+    return state
+
+
+async def fold_once_then(chat: ChatSession) -> Summary:
+    """Three turns: the third folds the first exchange successfully. Returns the state after it."""
+    await chat.say(FIRST)
+    await chat.say("The deploy fails with error E001.")
+    await chat.say("It still fails after a restart.")
+    state = await state_of(chat)
+    assert state.folded_count == 2
+    assert state.pinned == {"project_id": "PRJ-123", "cluster": "EU cluster"}
+    return state

@@ -290,3 +290,18 @@ class FakeChatModelComponent(Component):
         if self.recorder_name:
             RECORDERS[self.recorder_name] = model
         return model
+
+
+class FoldGate:
+    """A fake model's `fold_gate`: fold calls wait for `set()`; `started` is set by the first call that waits."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self._open = asyncio.Event()
+
+    async def wait(self) -> None:
+        self.started.set()
+        await self._open.wait()
+
+    def set(self) -> None:
+        self._open.set()

@@ -20,10 +20,23 @@ def load_support_flow() -> dict[str, Any]:
     return json.loads(SUPPORT_FLOW_PATH.read_text(encoding="utf-8"))
 
 
+SUPPORT_FLOW_PINNED_KEYS = ["project_id", "customer", "cluster"]
+
+
 def agent_node(flow: dict[str, Any]) -> dict[str, Any]:
     agents = [node for node in flow["data"]["nodes"] if node["data"]["type"] == AGENT_TYPE]
     assert len(agents) == 1, [node["data"]["type"] for node in flow["data"]["nodes"]]
     return agents[0]
+
+
+def agent_template(flow: dict[str, Any]) -> dict[str, Any]:
+    return agent_node(flow)["data"]["node"]["template"]
+
+
+def code_of(template: dict[str, Any]) -> str:
+    """A node's component source as the export stores it (a list of lines or one string)."""
+    code = template["code"]["value"]
+    return "\n".join(code) if isinstance(code, list) else code
 
 
 def with_offline_model(flow: dict[str, Any], record_path: Path, **agent_values: Any) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from langflow_summarizing_agent.engine.turn import Turn, fold_if_due
 from langflow_summarizing_agent.wiring import background
 from langflow_summarizing_agent.wiring.agent_turn import _plan_folding_after_reply, reply_of
 from langflow_summarizing_agent.wiring.background import BackgroundFolds
+from tests.support.fake_chat_model import FoldGate
 from tests.support.fakes import InMemorySessionStore, InMemoryStore, RecordingSummarizer, make_messages
 
 FOLD_BY_BATCH = {"n_messages": 5, "fold_batch": 4, "history_token_budget": 0}
@@ -172,21 +173,6 @@ def test_the_fold_lock_holds_per_session() -> None:
 
 
 # The registry
-
-
-class FoldGate:
-    """A fake model's `fold_gate`: fold calls wait for `set()`; `started` is set by the first call that waits."""
-
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
-        self._open = asyncio.Event()
-
-    async def wait(self) -> None:
-        self.started.set()
-        await self._open.wait()
-
-    def set(self) -> None:
-        self._open.set()
 
 
 class Gate:

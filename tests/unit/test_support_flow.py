@@ -3,20 +3,13 @@ Output, with the switch on and pinned keys."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from tests.support.flow_files import AGENT_TYPE, agent_node, load_support_flow
-
-PINNED_KEYS = ["project_id", "customer", "cluster"]
-
-
-def _agent_template(flow: dict[str, Any]) -> dict[str, Any]:
-    return agent_node(flow)["data"]["node"]["template"]
-
-
-def _code(template: dict[str, Any]) -> str:
-    code = template["code"]["value"]
-    return "\n".join(code) if isinstance(code, list) else code
+from tests.support.flow_files import (
+    AGENT_TYPE,
+    SUPPORT_FLOW_PINNED_KEYS,
+    agent_template,
+    code_of,
+    load_support_flow,
+)
 
 
 def test_support_flow_wires_chat_input_to_the_agent_to_chat_output() -> None:
@@ -31,12 +24,12 @@ def test_support_flow_wires_chat_input_to_the_agent_to_chat_output() -> None:
 
 
 def test_support_flow_agent_summarizes_with_pinned_keys_and_a_support_prompt() -> None:
-    template = _agent_template(load_support_flow())
+    template = agent_template(load_support_flow())
     assert template["summarize_older_messages"]["value"] is True
-    assert template["pinned_keys"]["value"] == PINNED_KEYS
+    assert template["pinned_keys"]["value"] == SUPPORT_FLOW_PINNED_KEYS
     assert template["pinned_keys"]["show"] is True
     assert template["n_messages"]["value"] == 10
     assert "support agent" in template["system_prompt"]["value"]
     assert [(model["provider"], model["name"]) for model in template["model"]["value"]] == [("OpenAI", "gpt-4o-mini")]
     assert not template["api_key"]["value"], "the user brings the model key; the file must not carry one"
-    assert "class SummarizingAgentComponent(AgentComponent)" in _code(template)
+    assert "class SummarizingAgentComponent(AgentComponent)" in code_of(template)
