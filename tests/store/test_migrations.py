@@ -216,7 +216,7 @@ def test_cli_migrate_applies_and_reports(
 
     assert first.exit_code == 0, first.output
     assert f"revision {migrate.head()} (upgraded from an empty schema" in first.output
-    assert first.output.rstrip().endswith("; 0 session states")
+    assert first.output.rstrip().endswith("; 0 summaries stored")
     assert "already at head" in again.output
     # Without --database-url it migrates the database Langflow is configured with.
     assert configured.exit_code == 0, configured.output

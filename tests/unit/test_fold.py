@@ -159,6 +159,29 @@ class SaveFailingStore(InMemoryStore):
         raise OSError("database is locked")
 
 
+class LostSaveUnreadableStore(InMemoryStore):
+    """A store where another run saved first, and the summary it saved cannot be read back."""
+
+    async def save(self, summary: Summary) -> Summary | None:
+        self.lost = True
+        return None
+
+    async def load(self) -> Summary:
+        if getattr(self, "lost", False):
+            raise OSError("connection reset")
+        return await super().load()
+
+
+async def test_a_summary_that_cannot_be_read_after_a_lost_save_leaves_the_turn_running():
+    store = LostSaveUnreadableStore(make_messages([f"message {i}" for i in range(10 + 20)]))
+
+    turn = await run_turns(store, RecordingSummarizer(), settings(), 1)
+
+    assert folded(turn) == 0
+    assert any("another run saved the summary first" in p and "OSError: connection reset" in p for p in problems(turn))
+    assert len(turn.plan.send) + turn.plan.not_summarized == len(store.messages_stored)
+
+
 async def test_a_failed_save_counts_as_a_failed_fold_and_backs_off():
     clock = [datetime(2026, 1, 1, tzinfo=timezone.utc)]
     store = SaveFailingStore(make_messages([f"message {i}" for i in range(10 + 20)]))

@@ -140,6 +140,9 @@ async def fold(
                 pinned=merge_pinned(summary.pinned, proposed_pinned, settings.pinned_keys),
                 cursor=batch[-1].cursor,
                 folded_count=summary.folded_count + len(batch),
+                # A fold that succeeded ends the back-off, for the rounds after it too.
+                failed_folds=0,
+                retry_after=None,
             )
             folded += len(batch)
             pending = pending[len(batch) :]
@@ -175,9 +178,14 @@ async def fold(
         failures.forget(key)
         return result(saved, folded, problems)
     # Another run saved first: its summary wins and this fold is dropped, with no second model call.
-    winner = await store.load()
+    lost = "another run saved the summary first; this turn used its summary"
+    try:
+        winner = await store.load()
+    except Exception as exc:  # noqa: BLE001 - a store that cannot read must leave the turn running
+        logger.warning("Summarizing Agent: the summary could not be read after a lost save (%s)", _describe(exc))
+        return result(read_summary, 0, (*problems, f"{lost}, and it could not be read ({_describe(exc)})"))
     logger.info("Summarizing Agent: another run saved the summary first; using its version %d", winner.version)
-    return result(winner, 0, (*problems, "another run saved the summary first; this turn used its summary"))
+    return result(winner, 0, (*problems, lost))
 
 
 def _describe(exc: BaseException) -> str:

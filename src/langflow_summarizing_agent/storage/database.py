@@ -599,7 +599,7 @@ def _insert_statement(dialect: str) -> Any:
         return postgresql.insert(_TABLE)
     if dialect == "sqlite":
         return sqlite.insert(_TABLE)
-    msg = f"Session memory supports SQLite and PostgreSQL databases, not {dialect!r}"
+    msg = f"Summaries need a SQLite or PostgreSQL database, not {dialect!r}"
     raise UnsupportedDatabaseError(msg)
 
 

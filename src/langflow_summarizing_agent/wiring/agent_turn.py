@@ -73,7 +73,7 @@ class AgentTurn:
     key: tuple[str, ...]
     report: str
     history: tuple[Message, ...] | None = None
-    """None when the turn fell back: a later call of the same turn falls back again."""
+    """None when the turn fell back: a later call of the same turn runs it again."""
     turn: Turn | None = None
     pinned_keys: tuple[str, ...] = ()
     seconds: float = 0.0
@@ -220,9 +220,14 @@ def _fold_after_reply(component: Any, through_input: Any, summarizer: Any, setti
     key = through_input.scope.key
 
     async def fold_with_the_reply() -> FoldResult | None:
+        started = time.monotonic()
         upcoming = reply_of(component, earlier_results)
         turn = await fold_if_due(through_input, summarizer, settings, upcoming=upcoming, failures=SAVE_FAILURES)
-        return turn.fold
+        if turn.fold is None:
+            for problem in report.problems(turn):
+                logger.warning("Summarizing Agent: background fold: %s", problem)
+            return None
+        return replace(turn.fold, seconds=time.monotonic() - started)
 
     task = asyncio.current_task()
     if task is None:

@@ -186,7 +186,7 @@ async def _ensure_storage() -> None:
     except Exception as exc:
         raise HTTPException(
             status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
-            detail=f"Session memory storage is not ready ({exc}); run `langflow summarizing-agent migrate`.",
+            detail=f"The summary table is not ready ({exc}); run `langflow summarizing-agent migrate`.",
         ) from exc
 
 

@@ -30,7 +30,7 @@ from langflow_summarizing_agent.engine.records import Summary
 logger = logging.getLogger(__name__)
 
 ScopeKey = tuple[str, ...]
-"""A session store's `key`."""
+"""A `Scope.key`."""
 
 MAX_RUNNING_ENV = "SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS"
 DEFAULT_MAX_RUNNING = 4

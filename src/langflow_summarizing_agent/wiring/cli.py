@@ -36,15 +36,17 @@ def migrate_command(
     try:
         before = migrate.current(url)
         after = migrate.upgrade(url)
-        stored = _stored_states(url)
+        stored = _stored_summaries(url)
     except Exception as exc:
         typer.echo(f"Migrating {shown} failed: {exc}", err=True)
         raise typer.Exit(1) from exc
     change = "already at head" if before == after else f"upgraded from {before or 'an empty schema'}"
-    typer.echo(f"{shown}: revision {after} ({change}, version table {migrate.VERSION_TABLE}); {stored} session states")
+    typer.echo(
+        f"{shown}: revision {after} ({change}, version table {migrate.VERSION_TABLE}); {stored} summaries stored"
+    )
 
 
-def _stored_states(url: str) -> int:
+def _stored_summaries(url: str) -> int:
     engine = create_engine(url, poolclass=pool.NullPool)
     try:
         with engine.connect() as connection:

@@ -286,10 +286,10 @@ def _guarded(connection: Connection, what: str, action: Callable[[], _T]) -> _T 
         return action()
     except Exception:
         logger.exception(
-            "Session memory: could not %s; the state rows concerned are left as they were. On its next use a row "
+            "Summarizing Agent: could not %s; the summary rows concerned are left as they were. On its next use a row "
             "is ignored and rebuilt only if its cursor message is no longer in its session (without a cursor: if "
             "the session has no message left); otherwise its summary stays in use, with all it folded, until reset "
-            "with DELETE /api/v1/summarizing-agent/sessions/{session_id}/state.",
+            "with DELETE /api/v1/summarizing-agent/sessions/{session_id}/summary.",
             what,
         )
         return None
