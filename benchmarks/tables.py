@@ -52,9 +52,14 @@ def share(part: float, whole: float) -> str:
 
 def support_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
     """The rows of the runs tables: a name and how a run's metrics show in it."""
-    stock = report["runs"]["stock_100"]
+    runs = report["runs"]
     budget = report["history_token_budget"]
     last = "mean_agent_input_last_20_exchanges"
+
+    def against_stock(m: dict[str, Any]) -> str:
+        # The stock Agent at n=100 of the run's own session; the default session's for the Summarizing scenarios.
+        stock = runs[m.get("billed_against", ["stock_100"])[0]]
+        return f"{share(m['total_input_tokens'], stock['total_input_tokens'])} / {share(m[last], stock[last])}"
 
     def summarizing(show: Any) -> Any:
         return lambda m: show(m) if m["history_token_budget"] else NONE
@@ -73,7 +78,7 @@ def support_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
         ("total input tokens, summary calls included", lambda m: f"{m['total_input_tokens']:,}"),
         (
             "share of Agent n=100: total / mean input per agent call, last 20 exchanges",
-            lambda m: f"{share(m['total_input_tokens'], stock['total_input_tokens'])} / {share(m[last], stock[last])}",
+            against_stock,
         ),
         (
             "summary calls, failed (their input tokens)",
