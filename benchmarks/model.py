@@ -1,9 +1,11 @@
 """The benchmark's chat model: offline, scripted turn by turn, and it records what every call received.
 
 It stands in for a provider behind both the Agent and the summary fold (the component folds with the Agent's own
-model). Every call is recorded with its input tokens, counted with LangChain's `count_tokens_approximately` over
-exactly the messages the call received, the same way for every run, and with the stored messages it received, by
-their number in the session (`message_numbers`, from the script's unique texts):
+model, so both kinds of call share one prompt cache). Every call is recorded with its input tokens, counted with
+LangChain's `count_tokens_approximately` over exactly the messages the call received, the same way for every run; with
+its real tokens (o200k) and the tokens automatic prefix caching would serve from the cache (`benchmarks.billing`:
+agent calls with the JSON schemas of the tools bound by `bind_tools`, fold calls without tools); and with the stored
+messages it received, by their number in the session (`message_numbers`, from the script's unique texts):
 - an agent call: the history messages (between the system prompt and the current input) whose content is a stored
   message's full text; the summary message (it starts with `SUMMARY_PREFIX`) and cut excerpts are not among them;
 - a summary call: the messages of its `<conversation>` block, each the full text or, when longer than
@@ -21,11 +23,13 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from lfx.custom.custom_component.component import Component
 from lfx.field_typing import LanguageModel
 from lfx.io import Output
 from pydantic import Field
 
+from benchmarks.billing import PromptCache
 from langflow_summarizing_agent.engine.prompt import FOLD_SYSTEM_PROMPT, SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.settings import DEFAULT_SUMMARY_WORDS, MAX_MESSAGE_CHARS
 
@@ -34,7 +38,10 @@ CALCULATOR_TOOL = "evaluate_expression"
 """Name of the Agent's built-in calculator tool (`add_calculator_tool`)."""
 
 PROJECT = re.compile(r"\bPRJ-\d+\b")
-CLUSTER = re.compile(r"\b([A-Z]{2}) cluster\b")
+CLUSTER = re.compile(r"\b([A-Z]{2}) (?:cluster\b|集群)")
+"""The cluster named in English ("EU cluster") or in Chinese ("EU 集群")."""
+WORD = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]{1,2}|[^\s\u3400-\u9fff\uf900-\ufaff]+")
+"""A word of a summary: a run of characters between spaces, or two Chinese characters (an average Chinese word)."""
 SUMMARY_WORDS = DEFAULT_SUMMARY_WORDS - 20
 """The scripted summarizer writes summaries this long, as a real one filling the word budget would."""
 WORDS_PER_BULLET = 20
@@ -67,6 +74,10 @@ class ModelCall:
     """Agent call: its history holds the summary message."""
     folded: tuple[int, ...] = ()
     """Summary call: numbers of the stored messages in its `<conversation>` block."""
+    real_tokens: int = 0
+    """Input tokens in OpenAI's o200k encoding, tool schemas and per-message overhead included."""
+    cached_tokens: int = 0
+    """Of `real_tokens`, those automatic prefix caching serves from the cache (`benchmarks.billing`)."""
 
 
 def is_fold_prompt(messages: list[BaseMessage]) -> bool:
@@ -101,6 +112,9 @@ class BenchmarkChatModel(BaseChatModel):
     """Number of each stored message by its exact text; texts not in it are not recorded as stored messages."""
     calls: list[ModelCall] = Field(default_factory=list)
     tool_names: list[str] = Field(default_factory=list)
+    tools_json: str = ""
+    """The bound tools' schemas as OpenAI receives them (its function-tool format), JSON."""
+    prompt_cache: Any = Field(default_factory=PromptCache)
 
     @property
     def _llm_type(self) -> str:
@@ -108,6 +122,7 @@ class BenchmarkChatModel(BaseChatModel):
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> BenchmarkChatModel:
         self.tool_names = [str(getattr(tool, "name", "")) for tool in tools]
+        self.tools_json = json.dumps([convert_to_openai_tool(tool) for tool in tools]) if tools else ""
         return self
 
     def _generate(
@@ -121,6 +136,7 @@ class BenchmarkChatModel(BaseChatModel):
 
     def _agent(self, messages: list[BaseMessage], plan: TurnPlan) -> AIMessage:
         history = [str(message.content) for message in history_part(messages)]
+        real, cached = self.prompt_cache.call(messages, self.tools_json)
         self.calls.append(
             ModelCall(
                 exchange=plan.exchange,
@@ -130,6 +146,8 @@ class BenchmarkChatModel(BaseChatModel):
                 first_facts=holds_first_facts(messages),
                 verbatim=tuple(self.message_numbers[text] for text in history if text in self.message_numbers),
                 summary_message=any(text.startswith(SUMMARY_PREFIX) for text in history),
+                real_tokens=real,
+                cached_tokens=cached,
             )
         )
         last_human = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
@@ -145,6 +163,7 @@ class BenchmarkChatModel(BaseChatModel):
 
     def _fold(self, messages: list[BaseMessage]) -> AIMessage:
         exchange = self.plan.exchange if self.plan else -1
+        real, cached = self.prompt_cache.call(messages)
         self.calls.append(
             ModelCall(
                 exchange=exchange,
@@ -154,6 +173,8 @@ class BenchmarkChatModel(BaseChatModel):
                 first_facts=holds_first_facts(messages),
                 failed=self.fail_summaries,
                 folded=tuple(self._folded_numbers(str(messages[-1].content))),
+                real_tokens=real,
+                cached_tokens=cached,
             )
         )
         if self.fail_summaries:
@@ -190,10 +211,17 @@ def scripted_summary(data: str) -> str:
         if cluster := CLUSTER.search(text):
             pinned["cluster"] = cluster.group(0)
         if message["role"] == "user":
-            bullets.append("- " + " ".join(text.split()[:WORDS_PER_BULLET]))
-    while sum(len(b.split()) for b in bullets) > SUMMARY_WORDS and len(bullets) > 1:
+            bullets.append("- " + _first_words(text, WORDS_PER_BULLET))
+    while sum(len(WORD.findall(b)) for b in bullets) > SUMMARY_WORDS and len(bullets) > 1:
         bullets.pop(0)
     return json.dumps({"pinned": pinned, "summary": "\n".join(bullets) or "- nothing yet"})
+
+
+def _first_words(text: str, count: int) -> str:
+    """The first `count` words of `text` (`WORD`), its whitespace collapsed to single spaces."""
+    words = list(WORD.finditer(text))
+    end = words[min(count, len(words)) - 1].end() if words else 0
+    return " ".join(text[:end].split())
 
 
 def conversation_block(data: str) -> list[dict[str, str]]:

@@ -5,8 +5,14 @@ reach the model in the last exchange only through memory. Every stored text of a
 it is built), so the benchmark tells which stored message a model call received by its text alone.
 
 Scenarios on the same shape: longer messages (`message_tokens`), and `/compact` sent as the user message half way
-(`compact=True`), which the Summarizing Agent answers itself.
+(`compact=True`), which the Summarizing Agent answers itself. Two more whose text the 4-characters estimate misjudges
+(`language`): `LOGS`, where every other user message pastes a short log (timestamps, ids, key=value fields), and
+`CHINESE`, the whole conversation in Chinese; their messages are sized in real tokens (o200k, `benchmarks.billing`),
+about 300 each, where the default session's are sized by `count_tokens_approximately`.
 """
+
+# The Chinese texts use Chinese (full-width) punctuation on purpose.
+# ruff: noqa: RUF001
 
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from dataclasses import dataclass
 from langchain_core.messages import HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
+from benchmarks.billing import real_tokens
 from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND
 
 MESSAGE_TOKENS = 300
@@ -26,6 +33,12 @@ FINAL_QUESTION = "Which cluster were we on again?"
 FIRST_FACTS = (
     "Hi, I need help with project PRJ-123. Everything below runs on the EU cluster, "
     "and the checkout service stopped deploying this morning."
+)
+ENGLISH, LOGS, CHINESE = "english", "logs", "chinese"
+"""Languages of a session: English troubleshooting, the same with a short log in every other user message, Chinese."""
+FINAL_QUESTION_ZH = "我们之前用的是哪个集群来着？"
+FIRST_FACTS_ZH = (
+    "你好，我需要项目 PRJ-123 的帮助。下面的所有服务都运行在 EU 集群上，今天早上 checkout 服务突然无法部署了。"
 )
 TOOL_TURN_EVERY = 6
 """Every 6th exchange (3, 9, 15, ...) the model calls the calculator first; alternately once and twice."""
@@ -78,6 +91,49 @@ REPLY_SENTENCES = (
     "Keep the previous logs of the failing pod; they show why the {phase} gave up.",
     "Once this passes, lower the retry budget again so failures surface quickly.",
 )
+COMPONENTS_ZH = (
+    "入口控制器",
+    "服务网格边车",
+    "节点自动扩缩容",
+    "配置映射",
+    "密钥存储",
+    "负载均衡器",
+    "消息队列",
+    "连接池",
+    "DNS 解析器",
+    "镜像仓库",
+)
+PHASES_ZH = ("镜像拉取", "初始化容器", "就绪探针", "迁移任务", "滚动发布", "健康检查")
+SETTINGS_ZH = ("max_connections", "timeout_seconds", "副本数", "内存上限", "连接池大小", "重试预算")
+USER_SENTENCES_ZH = (
+    "{service} 的部署在{phase}阶段仍然失败，报错 E{code}。",
+    "我执行了 `{command}`，它输出了一条关于{component}的警告，我看不懂。",
+    "重启 {service} 的 Pod 没有用，{phase}在 {n} 秒后超时。",
+    "我们的{component}对 {service} 接口返回 HTTP {status}，但健康检查是正常的。",
+    "{component}的日志显示大约每 {n} 秒就有一次连接被重置。",
+    "昨天我们把 {service} 的{setting}从 {a} 改成了 {b}，可能和这个有关。",
+    "{service} 容器的内存涨到 {mib} MiB 之后就被杀掉了。",
+    "{component}的版本会有影响吗？我们上周刚升级过。",
+    "预发环境用同样的清单是正常的，只有生产环境出现这个问题。",
+    "我还看到 {service} 有 {n} 个 Pod 处于 Pending 状态，事件里提到了{component}。",
+)
+REPLY_SENTENCES_ZH = (
+    "先检查{component}：那里有一条过期的记录，就能解释{phase}阶段的 E{code} 错误。",
+    "再执行一次 `{command}`，看看 {service} 的 Pod 最近的 {n} 条事件。",
+    "把 {service} 的{setting}改回 {a}，观察{phase}能不能通过。",
+    "{component}返回 HTTP {status} 通常说明上游还没有就绪，而不是已经宕机。",
+    "对 {service} 来说，{mib} MiB 的内存上限偏紧；先调高四分之一再对比。",
+    "如果预发环境用同样的清单能正常运行，就比较一下两边的密钥和{component}的配置。",
+    "Pending 的 Pod 说明容量不够：{component}可能来不及扩容到 {n} 个副本。",
+    "只回滚 {service}，其他服务保持不变，看看 E{code} 错误会不会随着回滚消失。",
+    "保留失败 Pod 之前的日志，它们能说明{phase}为什么放弃了。",
+    "这个问题解决之后，把重试预算再调低，让故障能尽快暴露出来。",
+)
+SHORT_LOG_LINE = (
+    "2026-03-14T09:{minute:02d}:{second:02d}.{millis:03d}Z level={level} svc={service} "
+    "pod={service}-{replica}-{suffix} node=ip-10-0-{subnet}-{host} trace_id={trace} req_id={request} "
+    'msg="{event}" latency_ms={latency} attempt={attempt}'
+)
 LOG_LINE = (
     "09:{minute:02d}:{second:02d} {level} {service} pod {pod} on node {node}: {event} after {latency} ms "
     "(attempt {attempt} of 5)"
@@ -110,10 +166,14 @@ class Exchange:
         return 2 * self.index + (0 if role == "user" else 1)
 
 
-def support_session(exchanges: int, *, message_tokens: int = MESSAGE_TOKENS, compact: bool = False) -> list[Exchange]:
+def support_session(
+    exchanges: int, *, message_tokens: int = MESSAGE_TOKENS, compact: bool = False, language: str = ENGLISH
+) -> list[Exchange]:
     """The first message, then `exchanges` more; the log is pasted a third of the way in, the last one asks
     for the cluster. Tool turns: every `TOOL_TURN_EVERY`-th exchange from the 3rd. With `compact`, the user
-    sends `/compact` at `compact_exchange(exchanges)` instead of that exchange's message."""
+    sends `/compact` at `compact_exchange(exchanges)` instead of that exchange's message. With `language` `LOGS`,
+    the user message of every odd exchange but the long log's and the last pastes a short log; with `CHINESE`,
+    every message is in Chinese (the pasted log's lines stay as the tools print them)."""
     if exchanges < 2:
         msg = "the support session needs at least 2 exchanges after the first message"
         raise ValueError(msg)
@@ -122,23 +182,33 @@ def support_session(exchanges: int, *, message_tokens: int = MESSAGE_TOKENS, com
     if compact_at is not None and compact_at in (log_at, exchanges):
         msg = "the /compact scenario needs at least 4 exchanges after the first message"
         raise ValueError(msg)
-    first = Exchange(
-        0,
-        _message(FIRST_FACTS, USER_SENTENCES, seed=0, tokens=message_tokens),
-        _message("Thanks.", REPLY_SENTENCES, seed=1, tokens=message_tokens),
-    )
+    if language == CHINESE:
+        first = Exchange(
+            0,
+            _message(FIRST_FACTS_ZH, USER_SENTENCES_ZH, seed=0, tokens=message_tokens, language=CHINESE),
+            _message("谢谢。", REPLY_SENTENCES_ZH, seed=1, tokens=message_tokens, language=CHINESE),
+        )
+    else:
+        first = Exchange(
+            0,
+            _message(FIRST_FACTS, USER_SENTENCES, seed=0, tokens=message_tokens, language=language),
+            _message("Thanks.", REPLY_SENTENCES, seed=1, tokens=message_tokens, language=language),
+        )
     session = [first]
     for index in range(1, exchanges + 1):
         if index == compact_at:
             session.append(Exchange(index, COMPACT_COMMAND, "", compact=True))
             continue
-        reply = filler_message(2 * index + 1, message_tokens)
+        reply = filler_message(2 * index + 1, message_tokens, language)
         if index == exchanges:
-            user_text = FINAL_QUESTION
+            user_text = FINAL_QUESTION_ZH if language == CHINESE else FINAL_QUESTION
         elif index == log_at:
-            user_text = "Here is the log of the failing rollout:\n" + pasted_log()
+            lead = "这是发布失败时的日志：\n" if language == CHINESE else "Here is the log of the failing rollout:\n"
+            user_text = lead + pasted_log()
+        elif language == LOGS and index % 2 == 1:
+            user_text = short_log_message(index, message_tokens)
         else:
-            user_text = filler_message(2 * index, message_tokens)
+            user_text = filler_message(2 * index, message_tokens, language)
         tool_calls = 0
         if index % TOOL_TURN_EVERY == 3 and index != exchanges:
             tool_calls = 1 if index % (2 * TOOL_TURN_EVERY) == 3 else 2
@@ -170,27 +240,68 @@ def switch_exchange(exchanges: int) -> int:
     return max(1, round(exchanges * 3 / 4))
 
 
-def filler_message(index: int, tokens: int = MESSAGE_TOKENS) -> str:
+def filler_message(index: int, tokens: int = MESSAGE_TOKENS, language: str = ENGLISH) -> str:
     """A troubleshooting message of about `tokens` tokens: from the user for even `index`, else a reply."""
+    if language == CHINESE:
+        if index % 2 == 0:
+            return _message(f"第 {index // 2} 步：", USER_SENTENCES_ZH, seed=index, tokens=tokens, language=CHINESE)
+        return _message(f"关于第 {index // 2} 步：", REPLY_SENTENCES_ZH, seed=index, tokens=tokens, language=CHINESE)
     if index % 2 == 0:
-        return _message(f"Step {index // 2}:", USER_SENTENCES, seed=index, tokens=tokens)
-    return _message(f"For step {index // 2}:", REPLY_SENTENCES, seed=index, tokens=tokens)
+        return _message(f"Step {index // 2}:", USER_SENTENCES, seed=index, tokens=tokens, language=language)
+    return _message(f"For step {index // 2}:", REPLY_SENTENCES, seed=index, tokens=tokens, language=language)
 
 
-def _message(opening: str, sentences: tuple[str, ...], seed: int, tokens: int = MESSAGE_TOKENS) -> str:
+def _message(
+    opening: str, sentences: tuple[str, ...], seed: int, tokens: int = MESSAGE_TOKENS, language: str = ENGLISH
+) -> str:
+    """Sentences after `opening` until about `tokens` tokens: approximate ones in English, real ones otherwise."""
     rng = random.Random(seed)
     parts = [opening]
-    while count_tokens_approximately([HumanMessage(content=" ".join(parts))]) < tokens - 20:
-        parts.append(rng.choice(sentences).format(**_slots(rng)))
-    return " ".join(parts)
+    joiner = "" if language == CHINESE else " "
+    while _tokens(joiner.join(parts), language) < tokens - 20:
+        parts.append(rng.choice(sentences).format(**_slots(rng, chinese=language == CHINESE)))
+    return joiner.join(parts)
 
 
-def _slots(rng: random.Random) -> dict[str, object]:
+def _tokens(text: str, language: str) -> int:
+    if language == ENGLISH:
+        return count_tokens_approximately([HumanMessage(content=text)])
+    return real_tokens(text)
+
+
+def short_log_message(index: int, tokens: int = MESSAGE_TOKENS) -> str:
+    """A user message pasting a short log, about `tokens` real tokens: one line of text, then key=value lines."""
+    rng = random.Random(10_000 + index)
+    service = rng.choice(SERVICES)
+    lines = [f"Step {index}: this is what the {service} pods printed right after the last change:"]
+    while real_tokens("\n".join(lines)) < tokens - 20:
+        lines.append(
+            SHORT_LOG_LINE.format(
+                minute=index % 60,
+                second=len(lines) % 60,
+                millis=rng.randint(0, 999),
+                level=rng.choice(("INFO", "WARN", "ERROR")),
+                service=rng.choice(SERVICES),
+                replica=f"{rng.getrandbits(40):010x}",
+                suffix=f"{rng.getrandbits(20):05x}",
+                subnet=rng.randint(0, 15),
+                host=rng.randint(2, 250),
+                trace=f"{rng.getrandbits(64):016x}",
+                request=f"req-{rng.getrandbits(32):08x}",
+                event=rng.choice(LOG_EVENTS),
+                latency=rng.randint(1, 30_000),
+                attempt=rng.randint(1, 5),
+            )
+        )
+    return "\n".join(lines)
+
+
+def _slots(rng: random.Random, *, chinese: bool = False) -> dict[str, object]:
     return {
         "service": rng.choice(SERVICES),
-        "component": rng.choice(COMPONENTS),
-        "phase": rng.choice(PHASES),
-        "setting": rng.choice(SETTINGS),
+        "component": rng.choice(COMPONENTS_ZH if chinese else COMPONENTS),
+        "phase": rng.choice(PHASES_ZH if chinese else PHASES),
+        "setting": rng.choice(SETTINGS_ZH if chinese else SETTINGS),
         "command": rng.choice(COMMANDS),
         "code": rng.randint(100, 999),
         "n": rng.randint(3, 90),

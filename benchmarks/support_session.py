@@ -8,9 +8,13 @@ this process on a fresh SQLite file or Postgres database and removed afterwards.
 stored messages each call received, from which `benchmarks.fidelity` reports what reached the model against the stock
 Agent's window. Runs: the stock Agent at `n_messages` 100 and 10, the Summarizing Agent at 10, the same with a failing
 summarizer, and three scenarios of the Summarizing Agent at 10: the switch turned on three quarters into a running
-session, messages of about 1,500 tokens, and `/compact` sent half way. Prints the numbers and the issue's targets with
-PASS/FAIL, and writes `support_session_<backend>.json`, `.png` (input tokens per call) and `_verbatim.png` (messages
-sent verbatim per turn) to `--out`. Timings are printed, never asserted.
+session, messages of about 1,500 tokens, and `/compact` sent half way; and two sessions whose text the 4-characters
+estimate misjudges, a short log pasted in every other user message and the whole conversation in Chinese, each through
+the stock Agent at 100 and 10 and the Summarizing Agent at 10. Every run is billed as well (`benchmarks.billing`): real
+input tokens (o200k), the tokens automatic prefix caching serves from the cache, and the input billed with cached
+tokens at 10% and at 50% of the price. Prints the numbers and the issue's targets with PASS/FAIL, and writes
+`support_session_<backend>.json`, `.png` (input tokens per call), `_verbatim.png` (messages sent verbatim per turn)
+and `_billed.png` (billed input per call) to `--out`. Timings are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -26,11 +30,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.billing import (
+    CACHE_STEP,
+    CACHED_SHARES,
+    MIN_CACHED_TOKENS,
+    RECENT_CALLS,
+    billed,
+    real_tokens,
+    run_bill,
+    share_key,
+)
 from benchmarks.fidelity import fidelity, message_numbers
 from benchmarks.memory_path import PathCost, StateCost, measure_memory_path, measure_state_io
 from benchmarks.model import BenchmarkChatModel, BenchmarkModelComponent, ModelCall, TurnPlan
 from benchmarks.revision import commit
 from benchmarks.script import (
+    CHINESE,
+    LOGS,
     LONG_MESSAGE_TOKENS,
     Exchange,
     compact_exchange,
@@ -54,6 +70,8 @@ PINNED_KEYS = ["project_id", "cluster"]
 
 DEFAULT, LONG, COMPACT = "default", "long messages", "/compact"
 """The scripted sessions: the support session, the same with long messages, the same with `/compact` half way."""
+SHORT_LOGS, IN_CHINESE = "short logs", "Chinese"
+"""The same shape with a short log pasted in every other user message, and in Chinese."""
 
 
 @dataclass(frozen=True)
@@ -84,9 +102,34 @@ FAILING = Run("summarizing_10_failing", "Summarizing n=10 failing", True, 10, fa
 SWITCHED = Run("summarizing_10_switched", "Summarizing, on late", True, 10, switched_on_late=True)
 LONG_MESSAGES = Run("summarizing_10_long", "Summarizing, long msgs", True, 10, session=LONG)
 COMPACTED = Run("summarizing_10_compact", "Summarizing, /compact", True, 10, session=COMPACT)
+STOCK_100_LOGS = Run("stock_100_logs", "Agent n=100, logs", False, 100, session=SHORT_LOGS)
+STOCK_10_LOGS = Run("stock_10_logs", "Agent n=10, logs", False, 10, session=SHORT_LOGS)
+SUMMARIZING_LOGS = Run("summarizing_10_logs", "Summarizing n=10, logs", True, 10, session=SHORT_LOGS)
+STOCK_100_CHINESE = Run("stock_100_chinese", "Agent n=100, Chinese", False, 100, session=IN_CHINESE)
+STOCK_10_CHINESE = Run("stock_10_chinese", "Agent n=10, Chinese", False, 10, session=IN_CHINESE)
+SUMMARIZING_CHINESE = Run("summarizing_10_chinese", "Summarizing n=10, Chinese", True, 10, session=IN_CHINESE)
 MAIN_RUNS = (STOCK_100, STOCK_10, SUMMARIZING, FAILING)
 SCENARIOS = (SWITCHED, LONG_MESSAGES, COMPACTED)
-RUNS = MAIN_RUNS + SCENARIOS
+TEXT_SCENARIOS = (
+    STOCK_100_LOGS,
+    STOCK_10_LOGS,
+    SUMMARIZING_LOGS,
+    STOCK_100_CHINESE,
+    STOCK_10_CHINESE,
+    SUMMARIZING_CHINESE,
+)
+RUNS = MAIN_RUNS + SCENARIOS + TEXT_SCENARIOS
+STOCK_RUNS = {
+    DEFAULT: (STOCK_100, STOCK_10),
+    SHORT_LOGS: (STOCK_100_LOGS, STOCK_10_LOGS),
+    IN_CHINESE: (STOCK_100_CHINESE, STOCK_10_CHINESE),
+}
+"""The stock runs a run's bill is compared with: those of its own session, else of the default session."""
+BILLED_PLOTTED = (
+    (DEFAULT, (STOCK_100, STOCK_10, SUMMARIZING)),
+    (SHORT_LOGS, TEXT_SCENARIOS[:3]),
+    (IN_CHINESE, TEXT_SCENARIOS[3:]),
+)
 PLOTTED = (STOCK_100, STOCK_10, SUMMARIZING)
 VERBATIM_PLOTTED = (STOCK_10, SUMMARIZING, *SCENARIOS)
 
@@ -96,6 +139,8 @@ def sessions(exchanges: int) -> dict[str, list[Exchange]]:
         DEFAULT: support_session(exchanges),
         LONG: support_session(exchanges, message_tokens=LONG_MESSAGE_TOKENS),
         COMPACT: support_session(exchanges, compact=True),
+        SHORT_LOGS: support_session(exchanges, language=LOGS),
+        IN_CHINESE: support_session(exchanges, language=CHINESE),
     }
 
 
@@ -107,6 +152,8 @@ class RunResult:
     completed: int
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    tool_schema_tokens: int = 0
+    """Real tokens of the tool schemas bound to the agent calls."""
 
     @property
     def exchanges(self) -> int:
@@ -139,8 +186,23 @@ class RunResult:
             "first_facts_in_last_exchange": any(c.first_facts for c in in_last if c.kind == "agent"),
             "replay_seconds": round(self.seconds, 1),
             **fidelity(self.session, self.calls, self.run.n_messages, budget),
+            **run_bill([asdict(c) for c in self.calls]),
+            "tool_schema_tokens": self.tool_schema_tokens,
             "calls": [asdict(c) for c in self.calls],
         }
+
+
+def bill_ratios(runs: dict[str, dict[str, Any]]) -> None:
+    """Each run's billed input against the stock Agent at n=100 and n=10 of its session (`STOCK_RUNS`), in place."""
+    for run in RUNS:
+        metrics = runs[run.key]
+        stock_100, stock_10 = STOCK_RUNS.get(run.session, STOCK_RUNS[DEFAULT])
+        metrics["billed_against"] = [stock_100.key, stock_10.key]
+        for stock in (stock_100, stock_10):
+            for share in CACHED_SHARES:
+                key = share_key(share)
+                ratio = metrics[key] / runs[stock.key][key]
+                metrics[f"{key}_vs_{stock.n_messages}"] = round(ratio, 4)
 
 
 async def replay(run: Run, session: list[Exchange]) -> RunResult:
@@ -162,6 +224,7 @@ async def replay(run: Run, session: list[Exchange]) -> RunResult:
         else:
             result.completed += 1
     result.seconds = time.perf_counter() - start
+    result.tool_schema_tokens = real_tokens(model.tools_json)
     return result
 
 
@@ -393,12 +456,19 @@ def report_text(report: dict[str, Any]) -> str:
         "Verbatim: stored messages sent whole, per turn once the stock window (n - 1 messages) has filled; "
         "'of the stock window' leaves out turns whose window alone exceeds the budget (benchmarks/fidelity.py)",
     ]
-    for table in (MAIN_RUNS, SCENARIOS):
+    text_runs = [run for run in TEXT_SCENARIOS if run.key in runs]
+    if text_runs:
+        lines.append(
+            "Text scenarios: a short log pasted in every other user message, and the session in Chinese; "
+            "~300 real (o200k) tokens a message"
+        )
+    for table in (MAIN_RUNS, SCENARIOS, tuple(text_runs)):
         columns = [run.key for run in table]
         lines += ["", " " * width + "".join(f"{runs[key]['label']:>{COLUMN}}" for key in columns)]
         lines += [name.ljust(width) + "".join(f"{show(runs[key]):>{COLUMN}}" for key in columns) for name, show in rows]
         for key in columns:
             lines += [f"  {runs[key]['label']}: {error}" for error in runs[key]["errors"]]
+    lines += billing_text(report)
     memory = report["memory_path"]
     if memory["error"]:
         lines += ["", f"Memory path failed: {memory['error']}"]
@@ -425,6 +495,32 @@ def report_text(report: dict[str, Any]) -> str:
         for t in report["targets"]
     ]
     return "\n".join(lines)
+
+
+def billing_text(report: dict[str, Any]) -> list[str]:
+    """The bill of every run: raw and real input tokens, cached share, billed input at 10% and 50%, ratios."""
+    runs = report["runs"]
+    low, high = (share_key(share) for share in CACHED_SHARES)
+    header = (
+        f"{'':26}{'raw tokens':>12}{'real tokens':>13}{'cached':>8}{'billed 10%':>12}{'billed 50%':>12}"
+        f"{'vs n=100 10%/50%':>18}{'vs n=10 10%/50%':>17}"
+    )
+    lines = [
+        "",
+        f"Bill: real input tokens (o200k, tool schemas and 3 tokens a message included), cached by automatic prefix "
+        f"caching (longest prefix shared with one of the last {RECENT_CALLS} calls, from {MIN_CACHED_TOKENS:,} "
+        f"tokens in steps of {CACHE_STEP}), billed with cached tokens at 10% and 50%; ratios against the stock "
+        "Agent of the run's own session (the default one for the Summarizing scenarios); tool schemas of the "
+        f"agent calls: {runs[STOCK_100.key]['tool_schema_tokens']:,} tokens",
+        header,
+    ]
+    for m in runs.values():
+        lines.append(
+            f"{m['label']:<26}{m['total_input_tokens']:>12,}{m['real_input_tokens']:>13,}{m['cached_share']:>8.1%}"
+            f"{m[low]:>12,}{m[high]:>12,}{m[f'{low}_vs_100']:>11.1%} /{m[f'{high}_vs_100']:>6.1%}"
+            f"{m[f'{low}_vs_10']:>10.1%} /{m[f'{high}_vs_10']:>6.1%}"
+        )
+    return lines
 
 
 def _number(value: float | None) -> str:
@@ -525,11 +621,49 @@ def plot_verbatim(report: dict[str, Any], path: Path) -> None:
     plt.close(figure)
 
 
-def _spread(calls: list[dict[str, Any]]) -> list[tuple[float, int]]:
-    """Calls of one exchange spread over it, so each call is its own point."""
-    by_exchange: dict[int, list[int]] = {}
+def plot_billed(report: dict[str, Any], path: Path) -> None:
+    """Billed input of every model call, cached tokens at 10% of the price, agent and summary calls in order."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    share = CACHED_SHARES[0]
+    panels = [(session, runs) for session, runs in BILLED_PLOTTED if all(r.key in report["runs"] for r in runs)]
+    figure, all_axes = plt.subplots(len(panels), 1, figsize=(11, 3.6 * len(panels)), sharex=True, squeeze=False)
+    for (session, runs), axes in zip(panels, all_axes[:, 0], strict=True):
+        for run, colour in zip(runs, ("tab:red", "tab:orange", "tab:blue"), strict=True):
+            metrics = report["runs"][run.key]
+            points = _spread(metrics["calls"], lambda c: billed(c["real_tokens"], c["cached_tokens"], share))
+            axes.plot(
+                [x for x, _ in points],
+                [y for _, y in points],
+                ".-",
+                color=colour,
+                markersize=2.5,
+                linewidth=0.8,
+                label=f"{metrics['label']}: {metrics[share_key(share)]:,} billed in all",
+            )
+        axes.set_title(f"{session} session", fontsize=9)
+        axes.set_ylabel("billed input tokens")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8)
+    all_axes[-1, 0].set_xlabel("exchange (every model call, agent and summary, in the order made)")
+    figure.suptitle(
+        f"Billed input per call, cached tokens at {share:.0%}: prefix caching from {MIN_CACHED_TOKENS:,} tokens in "
+        f"steps of {CACHE_STEP}, last {RECENT_CALLS} calls ({report['backend']})",
+        fontsize=10,
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _spread(calls: list[dict[str, Any]], value: Any = None) -> list[tuple[float, float]]:
+    """Calls of one exchange spread over it, so each call is its own point; `value` of a call, else its input tokens."""
+    by_exchange: dict[int, list[float]] = {}
     for call in calls:
-        by_exchange.setdefault(call["exchange"], []).append(call["input_tokens"])
+        by_exchange.setdefault(call["exchange"], []).append(value(call) if value else call["input_tokens"])
     points = []
     for exchange, tokens in sorted(by_exchange.items()):
         points += [(exchange + i / (len(tokens) + 1), t) for i, t in enumerate(tokens)]
@@ -562,6 +696,7 @@ async def _benchmark(args: argparse.Namespace, backend: str, argv: list[str] | N
     budget = DEFAULT_HISTORY_TOKEN_BUDGET
     scripted = sessions(args.exchanges)
     runs = {run.key: (await replay(run, scripted[run.session])).metrics(budget) for run in RUNS}
+    bill_ratios(runs)
     sizes = [int(size) for size in args.memory_sizes.split(",") if size.strip()]
     memory: list[PathCost] = []
     memory_error = None
@@ -584,6 +719,17 @@ async def _benchmark(args: argparse.Namespace, backend: str, argv: list[str] | N
         "tool_exchanges": {e.index: e.tool_calls for e in session if e.tool_calls},
         "message_chars": {name: _message_chars(exchanges) for name, exchanges in scripted.items()},
         "history_token_budget": budget,
+        "billing": {
+            "encoding": "o200k_base",
+            "tokens_per_message": 3,
+            "reply_priming_tokens": 3,
+            "tool_schemas": "agent calls: the bound tools' JSON (OpenAI function-tool format) after the system message",
+            "recent_calls": RECENT_CALLS,
+            "min_cached_tokens": MIN_CACHED_TOKENS,
+            "cache_step": CACHE_STEP,
+            "cached_price_shares": list(CACHED_SHARES),
+            "source": "https://platform.openai.com/docs/guides/prompt-caching",
+        },
         "runs": runs,
         "memory_path": {
             "repeats": args.repeats,
@@ -599,8 +745,12 @@ async def _benchmark(args: argparse.Namespace, backend: str, argv: list[str] | N
     plot(report, stem.with_suffix(".png"))
     verbatim_plot = stem.with_name(f"{stem.name}_verbatim.png")
     plot_verbatim(report, verbatim_plot)
+    billed_plot = stem.with_name(f"{stem.name}_billed.png")
+    plot_billed(report, billed_plot)
     print(report_text(report))
-    print(f"\nWrote {stem}.json, {stem}.png and {verbatim_plot} in {time.perf_counter() - started:.0f} s")
+    print(
+        f"\nWrote {stem}.json, {stem}.png, {verbatim_plot} and {billed_plot} in {time.perf_counter() - started:.0f} s"
+    )
     return report
 
 

@@ -22,6 +22,14 @@ RESULTS = ROOT / "benchmarks" / "results"
 BLOCK = re.compile(r"<!-- tables:(?P<name>[\w-]+) -->\n.*?<!-- /tables:(?P=name) -->", re.DOTALL)
 MAIN_RUNS = ("stock_100", "stock_10", "summarizing_10", "summarizing_10_failing")
 SCENARIOS = ("summarizing_10_switched", "summarizing_10_long", "summarizing_10_compact")
+TEXT_SCENARIOS = (
+    "stock_100_logs",
+    "stock_10_logs",
+    "summarizing_10_logs",
+    "stock_100_chinese",
+    "stock_10_chinese",
+    "summarizing_10_chinese",
+)
 SAME_ON_EVERY_BACKEND = MAIN_RUNS + SCENARIOS
 """Runs whose tokens and fidelity do not depend on the database: shown once, from SQLite, when they agree."""
 NONE = "\u2013"
@@ -44,9 +52,14 @@ def share(part: float, whole: float) -> str:
 
 def support_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
     """The rows of the runs tables: a name and how a run's metrics show in it."""
-    stock = report["runs"]["stock_100"]
+    runs = report["runs"]
     budget = report["history_token_budget"]
     last = "mean_agent_input_last_20_exchanges"
+
+    def against_stock(m: dict[str, Any]) -> str:
+        # The stock Agent at n=100 of the run's own session; the default session's for the Summarizing scenarios.
+        stock = runs[m.get("billed_against", ["stock_100"])[0]]
+        return f"{share(m['total_input_tokens'], stock['total_input_tokens'])} / {share(m[last], stock[last])}"
 
     def summarizing(show: Any) -> Any:
         return lambda m: show(m) if m["history_token_budget"] else NONE
@@ -65,7 +78,7 @@ def support_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
         ("total input tokens, summary calls included", lambda m: f"{m['total_input_tokens']:,}"),
         (
             "share of Agent n=100: total / mean input per agent call, last 20 exchanges",
-            lambda m: f"{share(m['total_input_tokens'], stock['total_input_tokens'])} / {share(m[last], stock[last])}",
+            against_stock,
         ),
         (
             "summary calls, failed (their input tokens)",
@@ -97,14 +110,45 @@ def runs_tables(report: dict[str, Any]) -> list[str]:
     rows = support_rows(report)
     ours = runs["summarizing_10"]
     lines: list[str] = []
-    for title, keys in (
+    tables = [
         (f"{ours['exchanges']} exchanges, {ours['agent_calls']} agent calls", MAIN_RUNS),
         ("scenarios", SCENARIOS),
-    ):
+    ]
+    if all(key in runs for key in TEXT_SCENARIOS):
+        tables.append(("short logs and Chinese", TEXT_SCENARIOS))
+    for title, keys in tables:
         header = [title, *(runs[key]["label"] for key in keys)]
         cells = [[name, *(show(runs[key]) for key in keys)] for name, show in rows]
         lines += [*table(header, cells, "l" + "r" * len(keys)), ""]
     return lines
+
+
+def billing_table(report: dict[str, Any]) -> list[str]:
+    """Every run's bill: raw and real input tokens, the cached share, billed input at 10% and 50%, the ratios."""
+    rows = [
+        [
+            m["label"],
+            f"{m['total_input_tokens']:,}",
+            f"{m['real_input_tokens']:,}",
+            f"{m['cached_share']:.1%}",
+            f"{m['billed_input_tokens_10']:,}",
+            f"{m['billed_input_tokens_50']:,}",
+            f"{m['billed_input_tokens_10_vs_100']:.1%} / {m['billed_input_tokens_50_vs_100']:.1%}",
+            f"{m['billed_input_tokens_10_vs_10']:.1%} / {m['billed_input_tokens_50_vs_10']:.1%}",
+        ]
+        for m in report["runs"].values()
+    ]
+    header = [
+        "run",
+        "raw input tokens (estimate)",
+        "real input tokens (o200k)",
+        "cached",
+        "billed, cached at 10%",
+        "billed, cached at 50%",
+        "vs Agent n=100, 10% / 50%",
+        "vs Agent n=10, 10% / 50%",
+    ]
+    return [*table(header, rows, "lrrrrrrr"), ""]
 
 
 def memory_table(report: dict[str, Any]) -> list[str]:
@@ -153,18 +197,31 @@ def same_as_sqlite(report: dict[str, Any]) -> bool:
         return False
     sqlite = json.loads(path.read_text())
 
+    # Compared on what both results hold: results measured before the bill have neither its metrics nor its per-call
+    # keys, and are compared on their tokens, summary calls and fidelity alone.
+    metrics = set(sqlite["runs"]["stock_100"]) & set(report["runs"]["stock_100"]) - {"replay_seconds"}
+    fields = set(sqlite["runs"]["stock_100"]["calls"][0]) & set(report["runs"]["stock_100"]["calls"][0])
+
     def numbers(r: dict[str, Any]) -> dict[str, Any]:
-        return {k: {m: v for m, v in r["runs"][k].items() if m != "replay_seconds"} for k in SAME_ON_EVERY_BACKEND}
+        def shown(name: str, value: Any) -> Any:
+            return [{f: x for f, x in c.items() if f in fields} for c in value] if name == "calls" else value
+
+        return {k: {m: shown(m, v) for m, v in r["runs"][k].items() if m in metrics} for k in SAME_ON_EVERY_BACKEND}
 
     return numbers(sqlite) == numbers(report)
 
 
 def support_session(report: dict[str, Any], name: str) -> list[str]:
     lines = [caption(report, name), ""]
+    billed = "real_input_tokens" in report["runs"]["stock_100"]
     if same_as_sqlite(report):
         lines += ["Tokens, summary calls and fidelity: the same as on SQLite, call for call.", ""]
+        if not billed:
+            lines += ["Not measured in these results: the bill and the short-log and Chinese sessions.", ""]
     else:
         lines += runs_tables(report)
+    if billed:
+        lines += ["Bill (automatic prefix caching, see [the bill](#the-bill)):", "", *billing_table(report)]
     lines += ["Memory path (`get_memory_data()` on a turn that does not fold, median times):", ""]
     lines += memory_table(report)
     return [*lines, "Targets:", "", *targets_table(report["targets"], "target", "shown", "pass")]

@@ -30,6 +30,24 @@ RUN_KEYS = {
     "summarizing_10_switched",
     "summarizing_10_long",
     "summarizing_10_compact",
+    "stock_100_logs",
+    "stock_10_logs",
+    "summarizing_10_logs",
+    "stock_100_chinese",
+    "stock_10_chinese",
+    "summarizing_10_chinese",
+}
+BILL_KEYS = {
+    "real_input_tokens",
+    "cached_input_tokens",
+    "cached_share",
+    "billed_input_tokens_10",
+    "billed_input_tokens_50",
+    "billed_input_tokens_10_vs_100",
+    "billed_input_tokens_50_vs_100",
+    "billed_input_tokens_10_vs_10",
+    "billed_input_tokens_50_vs_10",
+    "tool_schema_tokens",
 }
 METRIC_KEYS = {
     "total_input_tokens",
@@ -53,7 +71,7 @@ METRIC_KEYS = {
     "never_reached_again",
     "out_of_sight_message_turns",
     "calls",
-}
+} | BILL_KEYS
 
 
 def _benchmark(module: str, argv: list[str], out: Path) -> str:
@@ -99,6 +117,39 @@ def test_tiny_run_replays_every_turn_of_every_run_and_writes_json_and_plots(tiny
         assert f"{'PASS' if target['pass'] else 'FAIL'}  {target['target']}" in printed, "it prints what it writes"
     assert (out / "support_session_sqlite.png").read_bytes().startswith(b"\x89PNG")
     assert (out / "support_session_sqlite_verbatim.png").read_bytes().startswith(b"\x89PNG")
+    assert (out / "support_session_sqlite_billed.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_every_call_is_billed_under_prefix_caching(tiny):
+    report = tiny[0]
+    assert report["billing"]["recent_calls"] >= 1
+    for key, metrics in _runs(tiny).items():
+        calls = metrics["calls"]
+        assert all(call["real_tokens"] > 0 for call in calls), key
+        for call in calls:
+            cached = call["cached_tokens"]
+            assert 0 <= cached <= call["real_tokens"]
+            assert cached == 0 or (cached >= 1024 and (cached - 1024) % 128 == 0), (key, cached)
+        assert metrics["real_input_tokens"] == sum(call["real_tokens"] for call in calls)
+        assert metrics["cached_input_tokens"] == sum(call["cached_tokens"] for call in calls)
+        real, cached = metrics["real_input_tokens"], metrics["cached_input_tokens"]
+        assert abs(metrics["billed_input_tokens_10"] - (real - 0.9 * cached)) <= 1
+        assert abs(metrics["billed_input_tokens_50"] - (real - 0.5 * cached)) <= 1
+        assert metrics["billed_input_tokens_10"] <= metrics["billed_input_tokens_50"] <= real
+        assert metrics["tool_schema_tokens"] > 0, "the calculator's schema is billed with the agent calls"
+    for stock in ("stock_100", "stock_100_logs", "stock_100_chinese"):
+        assert _runs(tiny)[stock]["billed_input_tokens_10_vs_100"] == 1.0
+    # The session is long enough that later calls of the stock Agent at n=100 reuse a cached prefix.
+    assert _runs(tiny)["stock_100"]["cached_input_tokens"] > 0
+
+
+def test_the_text_scenarios_are_misjudged_by_the_estimate_and_keep_the_first_facts(tiny):
+    runs = _runs(tiny)
+    # Chinese text: far more real tokens than the 4-characters estimate gives; the same for the stock Agent.
+    chinese = runs["stock_100_chinese"]
+    assert chinese["real_input_tokens"] > 1.2 * chinese["total_input_tokens"]
+    for key in ("stock_100_logs", "stock_100_chinese", "summarizing_10_logs", "summarizing_10_chinese"):
+        assert runs[key]["first_facts_in_last_exchange"], key
 
 
 def test_tool_turn_makes_two_agent_calls_and_compact_makes_none(tiny):
