@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from langflow_summarizing_agent.engine.fold import FoldResult
-from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX, is_compaction_exchange
+from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX
 from langflow_summarizing_agent.engine.records import utcnow
-from langflow_summarizing_agent.engine.tokens import message_tokens
 from langflow_summarizing_agent.engine.turn import Turn
 
 BUSY_NOTE = "A fold of this session is running; this turn used the previous summary"
@@ -37,15 +36,8 @@ def problems(turn: Turn) -> tuple[str, ...]:
 
 
 def verbatim_history_tokens(turn: Turn) -> int:
-    """Tokens of the whole conversation sent word for word: the messages read, and the folded or unread messages
-    that were not read at the mean size read."""
-    read = [m for m in (*turn.read.older, *turn.read.messages) if not is_compaction_exchange(m)]
-    if not read:
-        return 0
-    known = sum(message_tokens(m) for m in read)
-    covered = sum(1 for m in read if turn.summary.covers(m))
-    missing = max(turn.summary.folded_count - covered, 0) + turn.read.unread
-    return known + missing * known // len(read)
+    """Tokens of the whole conversation sent word for word (`Turn.verbatim_history_tokens`, counted once a turn)."""
+    return turn.verbatim_history_tokens
 
 
 def status_text(turn: Turn, previous: FoldResult | None = None) -> str:

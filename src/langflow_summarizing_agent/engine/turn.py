@@ -15,13 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import cached_property
 
 from langflow_summarizing_agent.engine.fold import FoldResult, SaveFailures, Summarizer, fold
-from langflow_summarizing_agent.engine.plan import Plan, TurnRead, plan_turn
+from langflow_summarizing_agent.engine.plan import Plan, TurnRead, is_compaction_exchange, plan_turn
 from langflow_summarizing_agent.engine.read import read_turn
 from langflow_summarizing_agent.engine.records import StoredMessage, Summary, utcnow
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import SessionStore
+from langflow_summarizing_agent.engine.tokens import message_tokens
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,18 @@ class Turn:
     def summary(self) -> Summary:
         """The summary the model's history comes from."""
         return self.fold.summary if self.fold is not None else self.read.summary
+
+    @cached_property
+    def verbatim_history_tokens(self) -> int:
+        """Tokens of the whole conversation sent word for word: the messages read, and the folded or unread messages
+        that were not read at the mean size read. Counted once: the status and the memory step both show it."""
+        read = [m for m in (*self.read.older, *self.read.messages) if not is_compaction_exchange(m)]
+        if not read:
+            return 0
+        known = sum(message_tokens(m) for m in read)
+        covered = sum(1 for m in read if self.summary.covers(m))
+        missing = max(self.summary.folded_count - covered, 0) + self.read.unread
+        return known + missing * known // len(read)
 
 
 async def read_and_plan(
