@@ -9,13 +9,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage
 
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
-from langflow_summarizing_agent.wiring import background, lifecycle
+from langflow_summarizing_agent.wiring import background, lifecycle, usage
 from langflow_summarizing_agent.wiring.agent_turn import turn_of
 from langflow_summarizing_agent.wiring.background import BackgroundFolds
 from tests.support.agent_runs import scripted_session
-from tests.support.fake_chat_model import FoldGate
+from tests.support.fake_chat_model import FOLD_INSTRUCTION_START, FOLD_PROMPT_START, FoldGate, is_fold_prompt
 from tests.support.langflow_db import LangflowDatabase, stored_summary
 
 FOLD_BY_BATCH = {"n_messages": 5, "fold_batch": 4, "history_token_budget": 0}
@@ -35,6 +36,7 @@ def background_folds(monkeypatch: pytest.MonkeyPatch) -> Iterator[BackgroundFold
     folds = BackgroundFolds()
     folds.enable()
     monkeypatch.setattr(background, "FOLDS", folds)
+    monkeypatch.setattr(usage, "USAGE", usage.SessionUsage())
     yield folds
 
 
@@ -174,3 +176,51 @@ async def test_a_message_alone_at_the_budget_makes_no_turn_wait_when_each_fold_e
 
     assert len(session.model.fold_calls) >= 3
     assert inline == [], "turns that waited for a summary call"
+
+
+# The fold on the agent's prefix
+
+
+async def _session_folding_after_replies(cached_share: float, folds: BackgroundFolds) -> Any:
+    session = scripted_session(
+        {**GRAPH_SETTINGS, "pinned_keys": ["project_id"]}, reported_cached_share=cached_share, reply="Noted."
+    )
+    await say(session, "Our project is PRJ-123.")
+    for number in range(8):
+        await say(session, f"question {number}")
+        await folds.wait_all()
+        if session.model.fold_calls:
+            return session
+    pytest.fail("no fold ran in 9 turns")
+
+
+async def test_a_fold_after_the_reply_sends_the_agents_prefix_unchanged_when_the_provider_caches(
+    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+) -> None:
+    session = await _session_folding_after_replies(0.5, background_folds)
+    model = session.model
+    fold_index = next(i for i, call in enumerate(model.calls) if is_fold_prompt(call))
+    fold_call, agent_call = model.calls[fold_index], model.calls[fold_index - 1]
+
+    # The prompt the agent sent, then its reply, then the instruction: every token before the instruction is the
+    # agent's, so the provider serves it from its cache.
+    assert fold_call[: len(agent_call)] == agent_call
+    assert fold_call[len(agent_call)] == AIMessage(content="Noted.")
+    assert len(fold_call) == len(agent_call) + 2
+    assert str(fold_call[-1].content).startswith(FOLD_INSTRUCTION_START)
+    assert model.tools[fold_index] == model.tools[fold_index - 1]
+    # The batch is the oldest messages after the system prompt, and the summary keeps what they said.
+    state = await stored_summary(flow_id=session.flow_id, user_id=session.user_id, session_id=session.session_id)
+    assert state is not None and state.pinned == {"project_id": "PRJ-123"}
+    reply = await say(session, "and now?")
+    assert reply == "Noted."
+    assert SUMMARY_PREFIX in str(model.agent_calls[-1][1].content)
+
+
+async def test_without_a_caching_provider_the_fold_quotes_its_batch(
+    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+) -> None:
+    session = await _session_folding_after_replies(0.0, background_folds)
+    fold_call = session.model.fold_calls[0]
+    assert str(fold_call[0].content).startswith(FOLD_PROMPT_START)
+    assert len(fold_call) == 2

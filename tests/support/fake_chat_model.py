@@ -26,9 +26,11 @@ from lfx.field_typing import LanguageModel
 from lfx.io import BoolInput, DropdownInput, FloatInput, MessageTextInput, Output
 from pydantic import Field, field_validator
 
-from langflow_summarizing_agent.engine.prompt import FOLD_SYSTEM_PROMPT
+from langflow_summarizing_agent.engine.prompt import FOLD_INSTRUCTION, FOLD_SYSTEM_PROMPT, SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.tokens import counter_for
 
 FOLD_PROMPT_START = FOLD_SYSTEM_PROMPT.split("\n", 1)[0]
+FOLD_INSTRUCTION_START = FOLD_INSTRUCTION.split("{", 1)[0]
 FACT_PATTERNS = {
     "project_id": re.compile(r"\b(PRJ-\d+)\b"),
     "customer": re.compile(r"\bcustomer ([A-Z][A-Za-z]+)\b"),
@@ -41,12 +43,16 @@ FAILED_FOLD = "summary provider unavailable"
 
 
 def is_fold_prompt(messages: list) -> bool:
-    """A fold call: its system message is the fold prompt's."""
-    return (
-        bool(messages)
-        and isinstance(messages[0], SystemMessage)
-        and str(messages[0].content).startswith(FOLD_PROMPT_START)
+    """A fold call: its system message is the fold prompt's, or it asks on the agent's prefix (its last message
+    is the fold instruction)."""
+    return bool(messages) and (
+        (isinstance(messages[0], SystemMessage) and str(messages[0].content).startswith(FOLD_PROMPT_START))
+        or is_prefix_fold(messages)
     )
+
+
+def is_prefix_fold(messages: list) -> bool:
+    return isinstance(messages[-1], HumanMessage) and str(messages[-1].content).startswith(FOLD_INSTRUCTION_START)
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,8 @@ def parse_fold_prompt(messages: list) -> FoldPrompt:
     Quoted text cannot close its block (`</` is sent as `<\\/`), so the summary ends at the first `</summary>`, and the
     conversation that follows it is the JSON before the closing `</conversation>`. The summary is read back with `</`.
     """
+    if is_prefix_fold(messages):
+        return _parse_prefix_fold(messages)
     system, data = str(messages[0].content), str(messages[-1].content)
     pinned_part, rest = data.split("\n\nPrevious summary:\n<summary>\n", 1)
     summary, rest = rest.split("\n</summary>", 1)
@@ -80,6 +88,26 @@ def parse_fold_prompt(messages: list) -> FoldPrompt:
         pinned=json.loads(pinned_part.removeprefix("Previous pinned facts (JSON):\n")),
         summary=summary,
         conversation=json.loads(conversation),
+    )
+
+
+def _parse_prefix_fold(messages: list) -> FoldPrompt:
+    """A fold on the agent's prefix: the messages that follow the summary message, as many as the instruction says."""
+    instruction = str(messages[-1].content)
+    count = int(re.search(r"Fold the (\d+) messages", instruction).group(1))
+    pinned = json.loads(re.search(r"the previous pinned facts are (\{.*?\})\.\n", instruction).group(1))
+    start = 1 if isinstance(messages[0], SystemMessage) else 0
+    summary = ""
+    first = str(messages[start].content)
+    if isinstance(messages[start], HumanMessage) and first.startswith(SUMMARY_PREFIX):
+        summary = first.split("Summary:\n", 1)[1].split("\n\n(", 1)[0] if "Summary:\n" in first else ""
+        start += 1
+    conversation = [
+        {"role": "user" if isinstance(m, HumanMessage) else "assistant", "text": str(m.content)}
+        for m in messages[start : start + count]
+    ]
+    return FoldPrompt(
+        system=str(messages[0].content), data=instruction, pinned=pinned, summary=summary, conversation=conversation
     )
 
 
@@ -147,7 +175,11 @@ class FakeChatModel(BaseChatModel):
     fold_gate: object = None
     fail_folds: bool = False
     record_path: str = ""
+    reported_cached_share: float = -1.0
+    """From 0: every answer reports usage as a provider does, input tokens in o200k, this share of them cached."""
     calls: list = Field(default_factory=list)
+    tools: list = Field(default_factory=list)
+    """The tools bound to each call, in call order."""
 
     @field_validator("echo")
     @classmethod
@@ -171,7 +203,9 @@ class FakeChatModel(BaseChatModel):
         return "fake-chat-model"
 
     def bind_tools(self, tools, **kwargs):
-        return self
+        return self.bind(
+            tools=[tool if isinstance(tool, dict) else {"name": getattr(tool, "name", "")} for tool in tools]
+        )
 
     @property
     def agent_calls(self) -> list:
@@ -216,11 +250,25 @@ class FakeChatModel(BaseChatModel):
         return f"{text} [worker {os.getpid()}]" if self.worker_name else text
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.tools.append(kwargs.get("tools") or [])
         self._record(messages)
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self._answer(messages)))])
+        return ChatResult(generations=[ChatGeneration(message=self._reply(messages, self._answer(messages)))])
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=await self.respond(messages)))])
+        self.tools.append(kwargs.get("tools") or [])
+        return ChatResult(generations=[ChatGeneration(message=self._reply(messages, await self.respond(messages)))])
+
+    def _reply(self, messages: list, text: str) -> AIMessage:
+        if self.reported_cached_share < 0:
+            return AIMessage(content=text)
+        tokens = counter_for("gpt-4o-mini").raw_prompt(messages)
+        usage = {
+            "input_tokens": tokens,
+            "output_tokens": 10,
+            "total_tokens": tokens + 10,
+            "input_token_details": {"cache_read": int(tokens * self.reported_cached_share)},
+        }
+        return AIMessage(content=text, usage_metadata=usage)
 
     async def respond(self, messages: list) -> str:
         """Records a call and answers it as `ainvoke` does, without LangChain's run machinery: a summarizer for the
@@ -235,8 +283,16 @@ class FakeChatModel(BaseChatModel):
     def _stream(self, messages, stop=None, run_manager=None, **kwargs):
         # Word by word like a real provider, so a flow's event stream (the Playground's) carries token events.
         self._record(messages)
-        for index, word in enumerate(self._answer(messages).split(" ")):
-            chunk = ChatGenerationChunk(message=AIMessageChunk(content=word if index == 0 else " " + word))
+        self.tools.append(kwargs.get("tools") or [])
+        words = self._answer(messages).split(" ")
+        usage = self._reply(messages, "").usage_metadata
+        for index, word in enumerate(words):
+            last = index == len(words) - 1
+            chunk = ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content=word if index == 0 else " " + word, usage_metadata=usage if last else None
+                )
+            )
             if run_manager:
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk

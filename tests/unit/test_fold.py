@@ -14,7 +14,7 @@ from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.records import Summary, utcnow
 from langflow_summarizing_agent.engine.report import problems
 from langflow_summarizing_agent.engine.settings import FoldSettings
-from langflow_summarizing_agent.engine.tokens import CUT_MARKER, message_tokens
+from langflow_summarizing_agent.engine.tokens import CUT_MARKER, ESTIMATE
 from langflow_summarizing_agent.engine.turn import Turn, fold_if_due
 from tests.support.fakes import InMemoryStore, RecordingSummarizer, make_messages
 
@@ -361,7 +361,7 @@ async def test_messages_with_equal_timestamps_fold_in_id_order_without_loss():
 
 def test_token_counting_uses_langchains_counter():
     short, long = make_messages(["ok", "word " * 1_000])
-    assert message_tokens(short) < 10 < 1_000 < message_tokens(long)
+    assert ESTIMATE.message(short) < 10 < 1_000 < ESTIMATE.message(long)
 
 
 async def test_while_folds_fail_history_stays_within_the_budget_and_keeps_the_window():

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -22,15 +23,16 @@ from langchain_core.messages import BaseMessage
 from langflow_summarizing_agent.engine.plan import Plan, TurnRead, plan_turn
 from langflow_summarizing_agent.engine.prompt import (
     build_fold_prompt,
+    build_fold_prompt_on_prefix,
     clip_words,
     count_words,
+    folds_on_prefix,
     merge_pinned,
     parse_fold_output,
 )
 from langflow_summarizing_agent.engine.records import Summary
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import SessionStore
-from langflow_summarizing_agent.engine.tokens import prompt_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +57,8 @@ class FoldResult:
     """Tokens of the fold prompts."""
     problems: tuple[str, ...] = ()
     seconds: float = 0.0
+    on_prefix: int = 0
+    """Summary calls made on the agent's prefix (`build_fold_prompt_on_prefix`)."""
 
 
 def backoff_delay(failed_folds: int) -> timedelta:
@@ -101,26 +105,43 @@ async def fold(
     *,
     now: Callable[[], datetime],
     failures: SaveFailures,
+    prefix: Sequence[BaseMessage] | None = None,
 ) -> FoldResult:
-    """Fold `plan.fold` and what becomes due after it, in at most Max Folds per Turn summary calls; save once."""
+    """Fold `plan.fold` and what becomes due after it, in at most Max Folds per Turn summary calls; save once.
+
+    `prefix` is the prompt the agent just sent and its reply: when the first batch is the messages that follow the
+    summary message there, that call asks on the prefix (`build_fold_prompt_on_prefix`), which the provider serves
+    from its prompt cache; every other call quotes the batch (`build_fold_prompt`).
+    """
     started = time.monotonic()
     read_summary = read.summary
     summary = read_summary
-    folded = calls = input_tokens = 0
+    folded = calls = input_tokens = on_prefix = 0
     problem = None
     while plan.fold and calls < settings.max_folds_per_turn and problem is None:
         pending = list(plan.fold)
         folded_before = folded
         while pending and calls < settings.max_folds_per_turn:
             batch = pending[: settings.max_fold_messages]
-            prompt = build_fold_prompt(
-                summary,
-                batch,
-                pinned_keys=settings.pinned_keys,
-                summary_words=settings.summary_words,
-                max_message_chars=settings.max_message_chars,
-            )
-            input_tokens += prompt_tokens(prompt)
+            if prefix is not None and calls == 0 and folds_on_prefix(prefix, batch):
+                prompt = build_fold_prompt_on_prefix(
+                    prefix,
+                    summary,
+                    batch,
+                    pinned_keys=settings.pinned_keys,
+                    summary_words=settings.summary_words,
+                    fold_id=uuid.uuid4().hex[:12],
+                )
+                on_prefix += 1
+            else:
+                prompt = build_fold_prompt(
+                    summary,
+                    batch,
+                    pinned_keys=settings.pinned_keys,
+                    summary_words=settings.summary_words,
+                    max_message_chars=settings.max_message_chars,
+                )
+            input_tokens += settings.counter.prompt(prompt)
             calls += 1
             try:
                 proposed_pinned, text = parse_fold_output(await summarizer(prompt))
@@ -158,7 +179,7 @@ async def fold(
         summary = replace(read_summary, failed_folds=failed, retry_after=now() + backoff_delay(failed))
 
     def result(summary: Summary, folded: int, problems: tuple[str, ...]) -> FoldResult:
-        return FoldResult(summary, folded, calls, input_tokens, problems, time.monotonic() - started)
+        return FoldResult(summary, folded, calls, input_tokens, problems, time.monotonic() - started, on_prefix)
 
     key = store.scope.key
     try:

@@ -17,12 +17,7 @@ from datetime import datetime, timedelta
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX, not_summarized_note, render_summary_message
 from langflow_summarizing_agent.engine.records import StoredMessage, Summary
 from langflow_summarizing_agent.engine.settings import MIN_CUT_TOKENS, FoldSettings
-from langflow_summarizing_agent.engine.tokens import (
-    cut_text_to_tokens,
-    cut_to_tokens,
-    message_tokens,
-    text_tokens,
-)
+from langflow_summarizing_agent.engine.tokens import TokenCounter, cut_text_to_tokens, cut_to_tokens
 
 COMPACT_COMMAND = "/compact"
 COMPACT_REPLY_PREFIX = "Compacted the conversation:"
@@ -95,7 +90,8 @@ def plan_turn(read: TurnRead, settings: FoldSettings, *, compact: bool = False, 
     window = visible[-settings.window :] if settings.window else []
     window_ids = {m.id for m in window}
     unfolded = [m for m in visible if not summary.covers(m)]
-    tokens = {m.id: message_tokens(m) for m in visible}
+    counter = settings.counter
+    tokens = {m.id: counter.message(m) for m in visible}
 
     budget = settings.history_token_budget
     summary_cap = budget - settings.newest_exchange_tokens if budget > 0 else None
@@ -104,7 +100,7 @@ def plan_turn(read: TurnRead, settings: FoldSettings, *, compact: bool = False, 
     hidden_older = unread + sum(1 for m in unfolded if m.id not in window_ids)
 
     def summary_tokens(hidden: int) -> int:
-        return text_tokens(_summary_message(summary, settings, hidden, summary_cap) or "")
+        return counter.text(_summary_message(summary, settings, hidden, summary_cap) or "")
 
     window_tokens = sum(tokens[m.id] for m in window)
     if budget <= 0:
@@ -119,7 +115,7 @@ def plan_turn(read: TurnRead, settings: FoldSettings, *, compact: bool = False, 
             used += tokens[message.id]
     else:
         room = budget - summary_tokens(len(unfolded) + unread)
-        sent = _fit_window(window, tokens, room)
+        sent = _fit_window(window, tokens, room, counter)
     sent.reverse()
     sent_ids = {m.id for m in sent}
 
@@ -127,7 +123,7 @@ def plan_turn(read: TurnRead, settings: FoldSettings, *, compact: bool = False, 
         summary, settings, unread + sum(1 for m in unfolded if m.id not in sent_ids), summary_cap
     )
     not_summarized = unread + sum(1 for m in unfolded if m.id not in sent_ids)
-    history_tokens = _size(sent) + (text_tokens(summary_text) if summary_text else 0)
+    history_tokens = sum(counter.message(m) for m in sent) + (counter.text(summary_text) if summary_text else 0)
 
     window_start = next((m.cursor for m in sent if m.id in window_ids), None)
     foldable = [m for m in unfolded if window_start is None or m.cursor < window_start]
@@ -141,7 +137,7 @@ def plan_turn(read: TurnRead, settings: FoldSettings, *, compact: bool = False, 
     reason = None
     if foldable:
         older_than_window = sum(1 for m in unfolded if m.id not in window_ids) + unread
-        bare_summary = text_tokens(render_summary_message(summary, settings.pinned_keys, 0) or "")
+        bare_summary = counter.text(render_summary_message(summary, settings.pinned_keys, 0) or "")
         unfolded_tokens = bare_summary + sum(tokens[m.id] for m in unfolded)
         if compact:
             reason = "/compact"
@@ -186,15 +182,18 @@ def _summary_message(summary: Summary, settings: FoldSettings, not_summarized: i
     text = render_summary_message(summary, settings.pinned_keys, not_summarized)
     body = render_summary_message(summary, settings.pinned_keys, 0) or SUMMARY_PREFIX
     widest_note = "\n\n" + not_summarized_note(999_999)
-    if text is None or cap is None or text_tokens(body + widest_note) <= cap:
+    counter = settings.counter
+    if text is None or cap is None or counter.text(body + widest_note) <= cap:
         return text
-    cut = cut_text_to_tokens(body, cap - text_tokens(widest_note))
+    cut = cut_text_to_tokens(body, cap - counter.text(widest_note), counter)
     if not not_summarized:
         return cut
     return cut + "\n\n" + not_summarized_note(not_summarized)
 
 
-def _fit_window(window: Sequence[StoredMessage], tokens: dict[str, int], room: int | None) -> list[StoredMessage]:
+def _fit_window(
+    window: Sequence[StoredMessage], tokens: dict[str, int], room: int | None, counter: TokenCounter
+) -> list[StoredMessage]:
     """The window's messages that go, newest first: all that fit, the newest exchange always (cut if it must be)."""
     if room is None:
         return list(reversed(window))
@@ -217,14 +216,10 @@ def _fit_window(window: Sequence[StoredMessage], tokens: dict[str, int], room: i
             # Leave room for the user message of the newest exchange, which comes next.
             left -= min(tokens[newest_exchange[0]], MIN_CUT_TOKENS)
         if message.id in newest_exchange or (size > room and left >= MIN_CUT_TOKENS):
-            cut = cut_to_tokens(message, left)
+            cut = cut_to_tokens(message, left, counter)
             sent.append(cut)
-            used += message_tokens(cut)
+            used += counter.message(cut)
             if newest:
                 continue
         break
     return sent
-
-
-def _size(messages: Sequence[StoredMessage]) -> int:
-    return sum(message_tokens(m) for m in messages)

@@ -9,10 +9,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langflow_summarizing_agent.engine.prompt import summary_message_reserve
+from langflow_summarizing_agent.engine.tokens import ESTIMATE, TokenCounter
 
 DEFAULT_N_MESSAGES = 100
 """Langflow's own default of Number of Chat History Messages."""
@@ -69,6 +70,9 @@ class FoldSettings:
     max_message_chars: int = MAX_MESSAGE_CHARS
     summary_model: str | None = None
     summary_timeout: float = DEFAULT_SUMMARY_TIMEOUT_SECONDS
+    counter: TokenCounter = field(default=ESTIMATE)
+    """How tokens are counted: the model's tokenizer, scaled by the provider's reported usage
+    (`engine.tokens`)."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -121,7 +125,7 @@ class FoldSettings:
     @property
     def summary_reserve(self) -> int:
         """Most tokens the summary message takes."""
-        return summary_message_reserve(self.pinned_keys, self.summary_words)
+        return summary_message_reserve(self.pinned_keys, self.summary_words, self.counter)
 
     @property
     def newest_exchange_tokens(self) -> int:
@@ -129,7 +133,9 @@ class FoldSettings:
         return 2 * MIN_CUT_TOKENS if self.window else 0
 
 
-def settings_from(values: Mapping[str, Any], *, summary_model: str | None = None) -> FoldSettings | None:
+def settings_from(
+    values: Mapping[str, Any], *, summary_model: str | None = None, counter: TokenCounter = ESTIMATE
+) -> FoldSettings | None:
     """`FoldSettings` from input values by input name (a missing or empty value takes its default); None when
     Number of Chat History Messages is 0, which turns memory off. Raises ValueError naming the field to change."""
     numbers = {name: whole_number(values.get(name), name) for name in WHOLE_NUMBER_FIELDS}
@@ -143,6 +149,7 @@ def settings_from(values: Mapping[str, Any], *, summary_model: str | None = None
         pinned_keys=pinned_keys_from(values.get("pinned_keys")),
         summary_timeout=summary_timeout_from(values.get("summary_timeout")),
         summary_model=summary_model,
+        counter=counter,
         **given,
     )
     return settings if n_messages else None

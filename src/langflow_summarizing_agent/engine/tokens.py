@@ -1,28 +1,182 @@
-"""Token counting and cutting: how big a message is, and a message cut to fit what is left of a budget."""
+"""Token counting and cutting, in the model's own tokens: the one place the package counts.
+
+A `TokenCounter` counts as the model does:
+
+1. with the model's tokenizer where one loads offline: OpenAI's `tiktoken` encodings, for the model names tiktoken
+   knows (`gpt-4o-mini`: `o200k_base`), else `o200k_base` for any other model. The encoding files are read from a
+   local copy (the one the `litellm` wheel Langflow installs ships, or tiktoken's own cache), checked against their
+   published SHA-256; nothing is downloaded at run time;
+2. scaled per session by what the provider reported: `scale` is the input tokens the provider billed for the
+   agent's calls over what this counter counts for the same calls (`wiring.usage`). Models whose tokenizer does
+   not load offline (Anthropic, Gemini, ...) are counted in `o200k_base` and corrected this way;
+3. the 4-characters estimate (`count_tokens_approximately`) only when no encoding loads, scaled the same way.
+
+A message is counted as OpenAI frames it: its encoded text plus `MESSAGE_FRAMING` tokens (start, role, separator,
+end).
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import hashlib
+import importlib.util
+import json
+import logging
+import math
+import os
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from langflow_summarizing_agent.engine.records import StoredMessage
 
+logger = logging.getLogger(__name__)
+
 CUT_MARKER = "\n[... cut to fit the history budget]"
 """Ends a message cut to fit the History Token Budget."""
+MESSAGE_FRAMING = 4
+"""Tokens OpenAI adds around a chat message: `<|start|>`, the role, `<|message|>` and `<|end|>`."""
+DEFAULT_ENCODING = "o200k_base"
+"""The encoding of the gpt-4o, gpt-4.1 and gpt-5 families; used for models whose own tokenizer is not offline."""
+ENCODING_SHA256 = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+"""The encodings that load offline, with the SHA-256 tiktoken publishes for each file."""
+_ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
+_LOADING = threading.Lock()
 
 
-def message_tokens(message: StoredMessage) -> int:
-    return count_tokens_approximately([as_lc_message(message)])
+@dataclass(frozen=True)
+class TokenCounter:
+    """Counts tokens as one model does. `encoding` is a tiktoken encoding name, or None for the 4-characters
+    estimate; `scale` corrects the count by what the provider reported for this session."""
+
+    encoding: str | None = None
+    scale: float = 1.0
+
+    @property
+    def name(self) -> str:
+        """How this counter counts, for the status and the logs."""
+        base = self.encoding or "4-characters estimate"
+        return base if self.scale == 1.0 else f"{base} x {self.scale:.2f} (provider-reported usage)"
+
+    def text(self, text: str) -> int:
+        """Tokens of one user message whose content is `text`."""
+        return self._scaled(self._raw([HumanMessage(content=text)]))
+
+    def message(self, message: StoredMessage) -> int:
+        return self._scaled(self._raw([as_lc_message(message)]))
+
+    def prompt(self, messages: Sequence[BaseMessage], tools: Sequence[Any] = ()) -> int:
+        """Tokens of a model call: its messages, and the JSON of the tools bound to it."""
+        return self._scaled(self.raw_prompt(messages, tools))
+
+    def raw_prompt(self, messages: Sequence[BaseMessage], tools: Sequence[Any] = ()) -> int:
+        """`prompt()` before the per-session scale."""
+        total = self._raw(messages)
+        if tools:
+            total += self._raw_text(json.dumps(list(tools), default=str))
+        return total
+
+    def _raw(self, messages: Sequence[BaseMessage]) -> int:
+        if self._encoder() is None:
+            return count_tokens_approximately(list(messages))
+        return sum(self._raw_text(_content_text(m)) + MESSAGE_FRAMING for m in messages)
+
+    def _raw_text(self, text: str) -> int:
+        encoder = self._encoder()
+        if encoder is None:
+            return math.ceil(len(text) / 4)
+        return len(encoder.encode_ordinary(text))
+
+    def _encoder(self) -> Any:
+        return load_encoding(self.encoding) if self.encoding else None
+
+    def scaled(self, scale: float) -> TokenCounter:
+        return replace(self, scale=scale)
+
+    def _scaled(self, tokens: int) -> int:
+        return tokens if self.scale == 1.0 else math.ceil(tokens * self.scale)
 
 
-def text_tokens(text: str) -> int:
-    return count_tokens_approximately([HumanMessage(content=text)])
+ESTIMATE = TokenCounter()
+"""The 4-characters estimate: the last resort, and what a counter with no model uses."""
 
 
-def prompt_tokens(prompt: list[BaseMessage]) -> int:
-    return count_tokens_approximately(prompt)
+def counter_for(model_name: str | None, scale: float = 1.0) -> TokenCounter:
+    """The counter for a model: its tiktoken encoding when tiktoken knows the name, else `o200k_base`; the
+    estimate when no encoding loads offline."""
+    encoding = DEFAULT_ENCODING
+    if model_name:
+        try:
+            from tiktoken.model import encoding_name_for_model
+
+            encoding = encoding_name_for_model(model_name)
+        except (ImportError, KeyError):
+            encoding = DEFAULT_ENCODING
+    if encoding not in ENCODING_SHA256 or load_encoding(encoding) is None:
+        encoding = DEFAULT_ENCODING if load_encoding(DEFAULT_ENCODING) is not None else None
+    return TokenCounter(encoding, scale)
+
+
+@cache
+def load_encoding(name: str) -> Any:
+    """The tiktoken encoding `name` from a local copy whose SHA-256 is the published one; None when there is none
+    (then nothing is downloaded)."""
+    expected = ENCODING_SHA256.get(name)
+    folder = _local_copy(name, expected) if expected else None
+    if folder is None:
+        logger.info("Summarizing Agent: no offline copy of the %s encoding; counting with the estimate", name)
+        return None
+    import tiktoken
+
+    # tiktoken reads an encoding from its cache folder when the file there has the expected hash, so pointing the
+    # cache at the verified copy loads it without the network. The variable is set only while loading.
+    with _LOADING:
+        before = os.environ.get("TIKTOKEN_CACHE_DIR")
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+        try:
+            return tiktoken.get_encoding(name)
+        except Exception:  # noqa: BLE001 - a tokenizer that does not load leaves the estimate
+            logger.warning("Summarizing Agent: the %s encoding did not load; counting with the estimate", name)
+            return None
+        finally:
+            if before is None:
+                os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+            else:
+                os.environ["TIKTOKEN_CACHE_DIR"] = before
+
+
+def _local_copy(name: str, expected_sha256: str) -> Path | None:
+    """A folder holding the encoding under tiktoken's cache file name, with the published content."""
+    file_name = hashlib.sha1(_ENCODING_URL.format(name).encode()).hexdigest()
+    folders = [os.environ.get("TIKTOKEN_CACHE_DIR"), os.environ.get("DATA_GYM_CACHE_DIR")]
+    spec = importlib.util.find_spec("litellm")
+    if spec is not None and spec.submodule_search_locations:
+        folders.insert(0, str(Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"))
+    folders.append(str(Path(tempfile.gettempdir()) / "data-gym-cache"))
+    for folder in filter(None, folders):
+        path = Path(folder) / file_name
+        try:
+            if hashlib.sha256(path.read_bytes()).hexdigest() == expected_sha256:
+                return Path(folder)
+        except OSError:
+            continue
+    return None
+
+
+def _content_text(message: BaseMessage) -> str:
+    content = message.content if isinstance(message.content, str) else json.dumps(message.content, default=str)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        content += json.dumps([{"name": c["name"], "arguments": c["args"]} for c in message.tool_calls], default=str)
+    return content
 
 
 def as_lc_message(message: StoredMessage) -> BaseMessage:
@@ -31,20 +185,20 @@ def as_lc_message(message: StoredMessage) -> BaseMessage:
     return AIMessage(content=message.text)
 
 
-def cut_to_tokens(message: StoredMessage, room: int) -> StoredMessage:
+def cut_to_tokens(message: StoredMessage, room: int, counter: TokenCounter) -> StoredMessage:
     """A copy of `message` cut to at most `room` tokens, with a marker; the payload is rebuilt by the caller."""
-    if message_tokens(message) <= room:
+    if counter.message(message) <= room:
         return message
-    overhead = message_tokens(replace(message, text="")) - text_tokens("")
-    return replace(message, text=cut_text_to_tokens(message.text, room - overhead), payload=None)
+    overhead = counter.message(replace(message, text="")) - counter.text("")
+    return replace(message, text=cut_text_to_tokens(message.text, room - overhead, counter), payload=None)
 
 
-def cut_text_to_tokens(text: str, room: int) -> str:
-    """`text` cut to at most `room` tokens (as `text_tokens` counts them), ending with `CUT_MARKER`."""
+def cut_text_to_tokens(text: str, room: int, counter: TokenCounter) -> str:
+    """`text` cut to at most `room` tokens (as `counter.text` counts them), ending with `CUT_MARKER`."""
     keep = len(text)
     while keep > 0:
-        keep = min(keep - 1, int(keep * room / max(text_tokens(text[:keep] + CUT_MARKER), 1)))
+        keep = min(keep - 1, int(keep * room / max(counter.text(text[:keep] + CUT_MARKER), 1)))
         cut = text[: max(keep, 0)] + CUT_MARKER
-        if text_tokens(cut) <= room:
+        if counter.text(cut) <= room:
             return cut
     return CUT_MARKER

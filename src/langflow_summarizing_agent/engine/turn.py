@@ -17,13 +17,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cached_property
 
+from langchain_core.messages import BaseMessage
+
 from langflow_summarizing_agent.engine.fold import FoldResult, SaveFailures, Summarizer, fold
 from langflow_summarizing_agent.engine.plan import Plan, TurnRead, is_compaction_exchange, plan_turn
 from langflow_summarizing_agent.engine.read import read_turn
 from langflow_summarizing_agent.engine.records import StoredMessage, Summary, utcnow
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import SessionStore
-from langflow_summarizing_agent.engine.tokens import message_tokens
+from langflow_summarizing_agent.engine.tokens import ESTIMATE, TokenCounter
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class Turn:
     inline: bool = False
     """The caller leaves folds for after the reply, yet this turn folded: older messages could not reach the model
     otherwise."""
+    counter: TokenCounter = ESTIMATE
+    """How the turn's tokens were counted (`FoldSettings.counter`)."""
 
     @property
     def summary(self) -> Summary:
@@ -55,7 +59,7 @@ class Turn:
         read = [m for m in (*self.read.older, *self.read.messages) if not is_compaction_exchange(m)]
         if not read:
             return 0
-        known = sum(message_tokens(m) for m in read)
+        known = sum(self.counter.message(m) for m in read)
         covered = sum(1 for m in read if self.summary.covers(m))
         missing = max(self.summary.folded_count - covered, 0) + self.read.unread
         return known + missing * known // len(read)
@@ -73,7 +77,7 @@ async def read_and_plan(
     """Read and plan, without a summary call."""
     read = await read_turn(store, settings, upcoming=upcoming)
     read = read.with_summary(failures.applied(store.scope.key, read.summary))
-    return Turn(read, plan_turn(read, settings, compact=compact, now=now()))
+    return Turn(read, plan_turn(read, settings, compact=compact, now=now()), counter=settings.counter)
 
 
 async def fold_now(
@@ -85,6 +89,7 @@ async def fold_now(
     upcoming: Sequence[StoredMessage] = (),
     now: Callable[[], datetime] = utcnow,
     failures: SaveFailures,
+    prefix: Sequence[BaseMessage] | None = None,
 ) -> Turn | None:
     """Under the session's fold lock: read, plan, fold what is due, and plan again with the summary that comes out.
     None, with no read and no call, when the lock is held elsewhere."""
@@ -94,9 +99,11 @@ async def fold_now(
         turn = await read_and_plan(store, settings, compact=compact, upcoming=upcoming, now=now, failures=failures)
         if not turn.plan.fold:
             return turn
-        result = await fold(turn.read, turn.plan, settings, summarizer, store, now=now, failures=failures)
+        result = await fold(
+            turn.read, turn.plan, settings, summarizer, store, now=now, failures=failures, prefix=prefix
+        )
         read = turn.read.with_summary(result.summary)
-        return Turn(read, plan_turn(read, settings, now=now()), fold=result)
+        return Turn(read, plan_turn(read, settings, now=now()), fold=result, counter=settings.counter)
 
 
 async def fold_if_due(
@@ -108,10 +115,13 @@ async def fold_if_due(
     upcoming: Sequence[StoredMessage] = (),
     now: Callable[[], datetime] = utcnow,
     failures: SaveFailures,
+    prefix: Sequence[BaseMessage] | None = None,
 ) -> Turn:
     """Read and plan; when a fold is due, fold now (or, when the session's fold runs elsewhere, say it is busy)."""
     turn = await read_and_plan(store, settings, compact=compact, upcoming=upcoming, now=now, failures=failures)
     if not turn.plan.fold:
         return turn
-    folded = await fold_now(store, summarizer, settings, compact=compact, upcoming=upcoming, now=now, failures=failures)
+    folded = await fold_now(
+        store, summarizer, settings, compact=compact, upcoming=upcoming, now=now, failures=failures, prefix=prefix
+    )
     return folded if folded is not None else replace(turn, busy=True)

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from langchain_core.messages import AIMessage
 from lfx.schema.content_types import ToolContent
 from lfx.schema.message import Message
 from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_NAME_USER, MESSAGE_SENDER_USER
@@ -42,9 +43,18 @@ from langflow_summarizing_agent.engine.settings import (
     settings_from,
     whole_number,
 )
+from langflow_summarizing_agent.engine.tokens import counter_for
 from langflow_summarizing_agent.engine.turn import Turn, fold_if_due, fold_now, read_and_plan
 from langflow_summarizing_agent.wiring import background
-from langflow_summarizing_agent.wiring.summary_model import build_summary_model, summarizer_for, summary_model_name
+from langflow_summarizing_agent.wiring.summary_model import (
+    agent_model_name,
+    agent_model_provider,
+    build_summary_model,
+    summarizer_for,
+    summary_model_name,
+)
+from langflow_summarizing_agent.wiring import usage
+from langflow_summarizing_agent.wiring.usage import UsageObserver
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +89,8 @@ class AgentTurn:
     seconds: float = 0.0
     previous: FoldResult | None = None
     """The fold that ran after the previous reply, in this process."""
+    observer: UsageObserver | None = None
+    """Watches this turn's agent calls (`wiring.usage`)."""
 
 
 def setting(component: Any, name: str) -> Any:
@@ -106,7 +118,9 @@ def settings_of(component: Any) -> FoldSettings | None:
     """The component's fold settings; None when Number of Chat History Messages is 0 (memory off)."""
     names = (*WHOLE_NUMBER_FIELDS, "pinned_keys", "summary_timeout")
     return settings_from(
-        {name: setting(component, name) for name in names}, summary_model=summary_model_name(component)
+        {name: setting(component, name) for name in names},
+        summary_model=summary_model_name(component),
+        counter=counter_for(agent_model_name(component)),
     )
 
 
@@ -151,6 +165,8 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
         _keep(component, AgentTurn(key, NO_SCOPE_NOTE), level=logging.WARNING)
         return await stock_history()
 
+    settings = replace(settings, counter=settings.counter.scaled(usage.USAGE.scale(scope.key)))
+    observer = UsageObserver(scope.key, settings.counter, agent_model_name(component), usage.USAGE)
     input_id = _input_id(component)
     store = DatabaseStore(scope, before=input_id)
     summarizer = summarizer_for(lambda: build_summary_model(component), settings.summary_timeout)
@@ -174,7 +190,7 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
     if folds.running(scope.key):
         turn = replace(turn, busy=True, due=None)
     elif folds.enabled and not compact:
-        _fold_after_reply(component, DatabaseStore(scope, through=input_id), summarizer, settings)
+        _fold_after_reply(component, DatabaseStore(scope, through=input_id), summarizer, settings, observer)
     history = await _agent_history(turn, scope.session_id, as_chat_message)
     previous = folds.take_outcome(scope.key) if folds.enabled else None
     kept = AgentTurn(
@@ -185,6 +201,7 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
         settings.pinned_keys,
         seconds,
         previous,
+        observer,
     )
     _keep(component, kept)
     return list(history)
@@ -206,12 +223,18 @@ async def _plan_folding_after_reply(
     return replace(folded, inline=folded.fold is not None)
 
 
-def _fold_after_reply(component: Any, through_input: Any, summarizer: Any, settings: FoldSettings) -> None:
+def _fold_after_reply(
+    component: Any, through_input: Any, summarizer: Any, settings: FoldSettings, observer: UsageObserver | None = None
+) -> None:
     """Start the fold in the background once the task building this agent ends, that is once the reply is produced.
 
     The fold plans the next turn: the session through this turn's input, read from the store, then the reply, taken
     from this agent (Chat Output stores it at a moment no fold can rely on). It folds what is due, and what the next
     turn would have to fold inline (a pasted log that crowds older messages out), before that turn needs it.
+
+    When the Agent's own model folds and its provider caches prompts (`wiring.usage`), the fold asks on the prompt
+    the agent just sent and its reply (`engine.prompt.build_fold_prompt_on_prefix`), with the same tools bound, so
+    the provider serves that prefix from its cache.
 
     Hooked on the task, not on the component's code, so flows saved with an earlier version of the component (their
     code is what Langflow runs) fold after the reply too.
@@ -222,7 +245,15 @@ def _fold_after_reply(component: Any, through_input: Any, summarizer: Any, setti
     async def fold_with_the_reply() -> FoldResult | None:
         started = time.monotonic()
         upcoming = reply_of(component, earlier_results)
-        turn = await fold_if_due(through_input, summarizer, settings, upcoming=upcoming, failures=SAVE_FAILURES)
+        prefix, fold_summarizer = None, summarizer
+        if upcoming and observer is not None and observer.last_call and _folds_on_the_agents_prefix(component):
+            prefix = (*observer.last_call.messages, AIMessage(content=upcoming[-1].text))
+            fold_summarizer = summarizer_for(
+                lambda: build_summary_model(component), settings.summary_timeout, observer.last_call.tools
+            )
+        turn = await fold_if_due(
+            through_input, fold_summarizer, settings, upcoming=upcoming, failures=SAVE_FAILURES, prefix=prefix
+        )
         if turn.fold is None:
             for problem in report.problems(turn):
                 logger.warning("Summarizing Agent: background fold: %s", problem)
@@ -234,6 +265,19 @@ def _fold_after_reply(component: Any, through_input: Any, summarizer: Any, setti
         background.FOLDS.start(key, fold_with_the_reply)
         return
     task.add_done_callback(lambda _: background.FOLDS.start(key, fold_with_the_reply))
+
+
+def _folds_on_the_agents_prefix(component: Any) -> bool:
+    """The Agent's own model folds (no Summary Model connected) and its provider caches prompts."""
+    if getattr(component, "summary_model", None):
+        return False
+    return usage.USAGE.caches(agent_model_name(component), agent_model_provider(component))
+
+
+def usage_callbacks(component: Any) -> list[UsageObserver]:
+    """The callbacks this turn adds to the agent's model calls."""
+    kept = turn_of(component)
+    return [kept.observer] if kept is not None and kept.observer is not None else []
 
 
 def reply_of(component: Any, earlier_results: object = None) -> tuple[StoredMessage, ...]:

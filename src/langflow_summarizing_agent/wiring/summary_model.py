@@ -9,7 +9,7 @@ turn.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -46,6 +46,11 @@ def summary_model_name(component: Any) -> str | None:
     connected = getattr(component, "summary_model", None)
     if connected:
         return model_name_of(connected)
+    return agent_model_name(component)
+
+
+def agent_model_name(component: Any) -> str | None:
+    """The name of the Agent's own model, read off its Language Model input: nothing is built for it."""
     model = getattr(component, "model", None)
     if isinstance(model, list):
         selected = model[0] if model else None
@@ -57,6 +62,14 @@ def summary_model_name(component: Any) -> str | None:
     return model_name_of(model)
 
 
+def agent_model_provider(component: Any) -> str | None:
+    """The provider picked with the Agent's model ("OpenAI", "Anthropic", ...); None for a connected model."""
+    model = getattr(component, "model", None)
+    selected = model[0] if isinstance(model, list) and model else None
+    provider = selected.get("provider") if isinstance(selected, dict) else None
+    return provider if isinstance(provider, str) and provider else None
+
+
 def model_name_of(llm: Any) -> str | None:
     for attribute in ("model_name", "model", "model_id"):
         value = getattr(llm, attribute, None)
@@ -65,8 +78,9 @@ def model_name_of(llm: Any) -> str | None:
     return type(llm).__name__ if llm is not None else None
 
 
-def summarizer_for(build_model: Callable[[], Any], timeout_seconds: float) -> Summarizer:
-    """A summarizer that builds its model on its first call."""
+def summarizer_for(build_model: Callable[[], Any], timeout_seconds: float, tools: Sequence[Any] = ()) -> Summarizer:
+    """A summarizer that builds its model on its first call, with `tools` bound when given: a fold on the agent's
+    prefix sends the tools the agent's call had, as they are part of the prefix the provider caches."""
     llm: Any = None
 
     async def summarize(prompt: list[BaseMessage]) -> str:
@@ -80,6 +94,8 @@ def summarizer_for(build_model: Callable[[], Any], timeout_seconds: float) -> Su
                     "Language Model's settings"
                 )
                 raise RuntimeError(msg) from exc
+            if tools:
+                llm = llm.bind_tools(list(tools))
         try:
             response = await asyncio.wait_for(
                 llm.ainvoke(prompt, config={"callbacks": [], "run_name": "summarizing_agent_fold"}),

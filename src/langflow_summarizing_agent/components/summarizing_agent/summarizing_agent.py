@@ -158,6 +158,10 @@ class SummarizingAgentComponent(AgentComponent):
             return await agent_turn.compact_reply(self, super().get_memory_data)
         return await super().message_response()
 
+    def _get_shared_callbacks(self):
+        # The turn watches the agent's model calls: the tokens the provider reports, and the prompt a fold reuses.
+        return [*super()._get_shared_callbacks(), *agent_turn.usage_callbacks(self)]
+
     def _build_initial_agent_message(self) -> Message:
         # The reply's first content block is this turn's memory step, shown in the Playground like a tool call.
         return agent_turn.with_memory_step(self, super()._build_initial_agent_message())
