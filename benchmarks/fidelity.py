@@ -8,12 +8,14 @@ conversation: its two messages are neither counted nor expected):
   call of a turn gets the same history). The summary message and cut excerpts are not verbatim.
 - Stock window W(t): the `n_messages - 1` newest conversation messages stored before turn t's input, what the stock
   Agent sends at the same `n_messages`. The window has filled once that many messages precede the input.
-- Window over budget: the tokens of W(t)'s messages alone exceed the history token budget, so no agent could send the
-  whole window within it (in the default session: exactly the turns with the pasted log in the window).
+- Window over budget: the tokens of W(t)'s messages alone, in the model's tokens (o200k and 4 a message, as the
+  Summarizing Agent counts them), exceed the history token budget, so no agent could send the whole window within
+  it (in the default session: exactly the turns with the pasted log in the window).
 - Previous exchange missing at turn t: one of the two newest conversation messages before t's input (the previous
   user message and its reply) is not sent verbatim at t. Such turns where those two messages alone exceed the budget
   are listed as well (no agent can meet the target there without going over the budget); they still count.
-- Folded: the message is in the `<conversation>` block of a summary call that succeeded (a failed call leaves nothing
+- Folded: the message is in the batch of a summary call that succeeded (its `<conversation>` block, or the messages a
+  fold on the agent's prefix names) (a failed call leaves nothing
   in the summary). The scripted session never loses a compare-and-swap, so a successful call's batch is kept.
 - Leaves the window at turn L(m): the first exchange whose input comes after m while m is no longer in its window.
 - Never reached again: m left the window at or before the last exchange, and neither was sent verbatim in an agent
@@ -31,10 +33,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.messages.utils import count_tokens_approximately
 
+from benchmarks.billing import real_tokens
 from benchmarks.model import ModelCall
 from benchmarks.script import Exchange
+from langflow_summarizing_agent.engine.tokens import MESSAGE_FRAMING
 
 
 def message_numbers(session: Sequence[Exchange]) -> dict[str, int]:
@@ -122,4 +125,5 @@ def fidelity(session: Sequence[Exchange], calls: Sequence[ModelCall], n_messages
 
 
 def _tokens(message: HumanMessage | AIMessage) -> int:
-    return count_tokens_approximately([message])
+    """A message in the model's tokens, as the Summarizing Agent counts them against its budget."""
+    return real_tokens(str(message.content)) + MESSAGE_FRAMING

@@ -29,11 +29,16 @@ from lfx.field_typing import LanguageModel
 from lfx.io import Output
 from pydantic import Field
 
-from benchmarks.billing import PromptCache
-from langflow_summarizing_agent.engine.prompt import FOLD_SYSTEM_PROMPT, SUMMARY_PREFIX
+from benchmarks.billing import PromptCache, real_tokens
+from langflow_summarizing_agent.engine.prompt import FOLD_INSTRUCTION, FOLD_SYSTEM_PROMPT, SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.settings import DEFAULT_SUMMARY_WORDS, MAX_MESSAGE_CHARS
+from langflow_summarizing_agent.engine.tokens import MESSAGE_FRAMING
 
 FOLD_PROMPT_START = FOLD_SYSTEM_PROMPT.split("\n", 1)[0]
+FOLD_INSTRUCTION_START = FOLD_INSTRUCTION.split("{", 1)[0]
+_OPENING, _MARKED = FOLD_INSTRUCTION.split("{fold_id}")[:2]
+INSTRUCTION = re.compile(re.escape(_OPENING) + r"(\w+)" + re.escape(_MARKED) + r"\1\b")
+"""The fold instruction's opening, its id named twice: a user message that imitates it does not match."""
 CALCULATOR_TOOL = "evaluate_expression"
 """Name of the Agent's built-in calculator tool (`add_calculator_tool`)."""
 
@@ -78,13 +83,42 @@ class ModelCall:
     """Input tokens in OpenAI's o200k encoding, tool schemas and per-message overhead included."""
     cached_tokens: int = 0
     """Of `real_tokens`, those automatic prefix caching serves from the cache (`benchmarks.billing`)."""
+    on_prefix: bool = False
+    """Summary call: a fold on the agent's prefix (its last message is the fold instruction)."""
+    history_real_tokens: int = 0
+    """Agent call: `history_tokens` in the model's tokens: o200k, 4 a message (the Summarizing Agent's count of its history)."""
 
 
 def is_fold_prompt(messages: list[BaseMessage]) -> bool:
+    return bool(messages) and (
+        (isinstance(messages[0], SystemMessage) and str(messages[0].content).startswith(FOLD_PROMPT_START))
+        or is_prefix_fold(messages)
+    )
+
+
+def is_prefix_fold(messages: list[BaseMessage]) -> bool:
+    """A fold on the agent's prefix: its last message is the fold instruction."""
+    return isinstance(messages[-1], HumanMessage) and INSTRUCTION.match(str(messages[-1].content)) is not None
+
+
+def quoted_fold_data(messages: list[BaseMessage]) -> str:
+    """A fold on the agent's prefix as the data block of a quoted fold prompt: the previous summary (the summary
+    message's text) and the messages the instruction names (those after the summary message)."""
+    instruction = str(messages[-1].content)
+    count = int(re.search(r"Fold the (\d+) messages", instruction).group(1))  # type: ignore[union-attr]
+    start = 1 if isinstance(messages[0], SystemMessage) else 0
+    summary = ""
+    first = str(messages[start].content)
+    if isinstance(messages[start], HumanMessage) and first.startswith(SUMMARY_PREFIX):
+        summary = first.split("Summary:\n", 1)[1].split("\n\n(", 1)[0] if "Summary:\n" in first else ""
+        start += 1
+    batch = [
+        {"role": "user" if isinstance(m, HumanMessage) else "assistant", "text": str(m.content)}
+        for m in messages[start : start + count]
+    ]
     return (
-        bool(messages)
-        and isinstance(messages[0], SystemMessage)
-        and str(messages[0].content).startswith(FOLD_PROMPT_START)
+        f"Previous summary:\n<summary>\n{summary}\n</summary>\n\n"
+        f"New messages:\n<conversation>\n{json.dumps(batch, ensure_ascii=False)}\n</conversation>"
     )
 
 
@@ -115,15 +149,19 @@ class BenchmarkChatModel(BaseChatModel):
     tools_json: str = ""
     """The bound tools' schemas as OpenAI receives them (its function-tool format), JSON."""
     prompt_cache: Any = Field(default_factory=PromptCache)
+    caches: bool = True
+    """The provider caches prompt prefixes; False: nothing is cached, and the usage reports no cached tokens."""
 
     @property
     def _llm_type(self) -> str:
         return "benchmark-scripted"
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> BenchmarkChatModel:
-        self.tool_names = [str(getattr(tool, "name", "")) for tool in tools]
-        self.tools_json = json.dumps([convert_to_openai_tool(tool) for tool in tools]) if tools else ""
-        return self
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        # As LangChain's OpenAI model does: the tools in OpenAI's function-tool format, bound as a call argument.
+        formatted = [convert_to_openai_tool(tool) for tool in tools]
+        self.tool_names = [str(tool["function"]["name"]) for tool in formatted]
+        self.tools_json = json.dumps(formatted) if formatted else ""
+        return self.bind(tools=formatted)
 
     def _generate(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
@@ -131,18 +169,25 @@ class BenchmarkChatModel(BaseChatModel):
         if self.plan is None:
             msg = "BenchmarkChatModel needs a TurnPlan before each exchange"
             raise RuntimeError(msg)
-        answer = self._fold(messages) if is_fold_prompt(messages) else self._agent(messages, self.plan)
+        tools = kwargs.get("tools") or []
+        tools_json = json.dumps(tools) if tools else ""
+        if is_fold_prompt(messages):
+            answer = self._fold(messages, tools_json)
+        else:
+            answer = self._agent(messages, self.plan, tools_json)
         return ChatResult(generations=[ChatGeneration(message=answer)])
 
-    def _agent(self, messages: list[BaseMessage], plan: TurnPlan) -> AIMessage:
+    def _agent(self, messages: list[BaseMessage], plan: TurnPlan, tools_json: str) -> AIMessage:
         history = [str(message.content) for message in history_part(messages)]
-        real, cached = self.prompt_cache.call(messages, self.tools_json)
+        real, cached = self._call(messages, tools_json)
+        usage = _usage(real, cached)
         self.calls.append(
             ModelCall(
                 exchange=plan.exchange,
                 kind="agent",
                 input_tokens=count_tokens_approximately(messages),
                 history_tokens=count_tokens_approximately(history_part(messages)),
+                history_real_tokens=sum(real_tokens(str(m.content)) + MESSAGE_FRAMING for m in history_part(messages)),
                 first_facts=holds_first_facts(messages),
                 verbatim=tuple(self.message_numbers[text] for text in history if text in self.message_numbers),
                 summary_message=any(text.startswith(SUMMARY_PREFIX) for text in history),
@@ -153,17 +198,18 @@ class BenchmarkChatModel(BaseChatModel):
         last_human = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
         tool_results = sum(1 for m in messages[last_human:] if isinstance(m, ToolMessage))
         if tool_results >= plan.tool_calls:
-            return AIMessage(content=plan.reply)
+            return AIMessage(content=plan.reply, usage_metadata=usage)
         if CALCULATOR_TOOL not in self.tool_names:
             msg = f"the Agent did not bind its calculator tool ({CALCULATOR_TOOL}); keep add_calculator_tool=True"
             raise RuntimeError(msg)
         call_id = f"call_{plan.exchange}_{tool_results}"
         tool_call = {"name": CALCULATOR_TOOL, "args": {"expression": plan.expression}, "id": call_id}
-        return AIMessage(content="", tool_calls=[{**tool_call, "type": "tool_call"}])
+        return AIMessage(content="", tool_calls=[{**tool_call, "type": "tool_call"}], usage_metadata=usage)
 
-    def _fold(self, messages: list[BaseMessage]) -> AIMessage:
+    def _fold(self, messages: list[BaseMessage], tools_json: str) -> AIMessage:
         exchange = self.plan.exchange if self.plan else -1
-        real, cached = self.prompt_cache.call(messages)
+        real, cached = self._call(messages, tools_json)
+        data = quoted_fold_data(messages) if is_prefix_fold(messages) else str(messages[-1].content)
         self.calls.append(
             ModelCall(
                 exchange=exchange,
@@ -172,7 +218,8 @@ class BenchmarkChatModel(BaseChatModel):
                 history_tokens=0,
                 first_facts=holds_first_facts(messages),
                 failed=self.fail_summaries,
-                folded=tuple(self._folded_numbers(str(messages[-1].content))),
+                folded=tuple(self._folded_numbers(data)),
+                on_prefix=is_prefix_fold(messages),
                 real_tokens=real,
                 cached_tokens=cached,
             )
@@ -180,7 +227,11 @@ class BenchmarkChatModel(BaseChatModel):
         if self.fail_summaries:
             msg = "summary provider unavailable"
             raise RuntimeError(msg)
-        return AIMessage(content=scripted_summary(str(messages[-1].content)))
+        return AIMessage(content=scripted_summary(data), usage_metadata=_usage(real, cached))
+
+    def _call(self, messages: list[BaseMessage], tools_json: str) -> tuple[int, int]:
+        real, cached = self.prompt_cache.call(messages, tools_json)
+        return real, cached if self.caches else 0
 
     def _folded_numbers(self, data: str) -> list[int]:
         numbers = []
@@ -192,6 +243,16 @@ class BenchmarkChatModel(BaseChatModel):
                 cut = text[:-2]
                 numbers += [number for full, number in self.message_numbers.items() if full.startswith(cut)][:1]
         return numbers
+
+
+def _usage(real: int, cached: int) -> Any:
+    """The usage a provider reports: input tokens, of them those served from its cache."""
+    return {
+        "input_tokens": real,
+        "output_tokens": 0,
+        "total_tokens": real,
+        "input_token_details": {"cache_read": cached},
+    }
 
 
 def scripted_summary(data: str) -> str:

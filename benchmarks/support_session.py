@@ -56,6 +56,8 @@ from benchmarks.script import (
 )
 from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX
 from langflow_summarizing_agent.engine.settings import DEFAULT_HISTORY_TOKEN_BUDGET
+from langflow_summarizing_agent.wiring import background
+from langflow_summarizing_agent.wiring.agent_turn import turn_of
 from tests.support.services import BACKENDS, database_backend, langflow_services
 
 LAST_EXCHANGES = 20
@@ -84,6 +86,8 @@ class Run:
     session: str = DEFAULT
     switched_on_late: bool = False
     """The Summarizing Agent runs with its switch off until `switch_exchange()`, then on, in the same session."""
+    caches: bool = True
+    """The model's provider caches prompt prefixes (and reports the cached tokens); False: a model that does not."""
 
     def settings(self, exchange: int, exchanges: int) -> dict[str, Any]:
         """The agent's settings for `exchange` of a session of `exchanges` exchanges after the first."""
@@ -108,6 +112,13 @@ SUMMARIZING_LOGS = Run("summarizing_10_logs", "Summarizing n=10, logs", True, 10
 STOCK_100_CHINESE = Run("stock_100_chinese", "Agent n=100, Chinese", False, 100, session=IN_CHINESE)
 STOCK_10_CHINESE = Run("stock_10_chinese", "Agent n=10, Chinese", False, 10, session=IN_CHINESE)
 SUMMARIZING_CHINESE = Run("summarizing_10_chinese", "Summarizing n=10, Chinese", True, 10, session=IN_CHINESE)
+NO_CACHE = Run("summarizing_10_no_cache", "Summarizing n=10, no cache", True, 10, caches=False)
+NO_CACHE_LOGS = Run(
+    "summarizing_10_logs_no_cache", "Summarizing n=10, logs, no cache", True, 10, session=SHORT_LOGS, caches=False
+)
+NO_CACHE_CHINESE = Run(
+    "summarizing_10_chinese_no_cache", "Summarizing n=10, Chinese, no cache", True, 10, session=IN_CHINESE, caches=False
+)
 MAIN_RUNS = (STOCK_100, STOCK_10, SUMMARIZING, FAILING)
 SCENARIOS = (SWITCHED, LONG_MESSAGES, COMPACTED)
 TEXT_SCENARIOS = (
@@ -118,7 +129,15 @@ TEXT_SCENARIOS = (
     STOCK_10_CHINESE,
     SUMMARIZING_CHINESE,
 )
-RUNS = MAIN_RUNS + SCENARIOS + TEXT_SCENARIOS
+NO_CACHE_RUNS = (NO_CACHE, NO_CACHE_LOGS, NO_CACHE_CHINESE)
+RUNS = MAIN_RUNS + SCENARIOS + TEXT_SCENARIOS + NO_CACHE_RUNS
+BILL_SESSIONS = ((DEFAULT, SUMMARIZING, NO_CACHE), (SHORT_LOGS, SUMMARIZING_LOGS, NO_CACHE_LOGS))
+BILL_SESSIONS += ((IN_CHINESE, SUMMARIZING_CHINESE, NO_CACHE_CHINESE),)
+"""Each session of the bill targets: its Summarizing run, and the same with a model that does not cache."""
+BILLED_VS_100_TARGET = 0.18
+BILLED_VS_10_TARGET = 0.5
+NO_CACHE_VS_10_TARGET = 1.2
+BILL_SUMMARY_CALLS_TARGET = 0.2
 STOCK_RUNS = {
     DEFAULT: (STOCK_100, STOCK_10),
     SHORT_LOGS: (STOCK_100_LOGS, STOCK_10_LOGS),
@@ -154,6 +173,8 @@ class RunResult:
     seconds: float = 0.0
     tool_schema_tokens: int = 0
     """Real tokens of the tool schemas bound to the agent calls."""
+    inline_folds: list[int] = field(default_factory=list)
+    """Exchanges whose turn folded before the agent's call (it waited for a summary call)."""
 
     @property
     def exchanges(self) -> int:
@@ -180,11 +201,14 @@ class RunResult:
             "last_exchange_input_tokens": [c.input_tokens for c in in_last if c.kind == "agent"],
             "last_exchange_summary_input_tokens": [c.input_tokens for c in in_last if c.kind == "summary"],
             f"mean_agent_input_last_{LAST_EXCHANGES}_exchanges": round(statistics.fmean(recent), 1) if recent else 0,
-            "max_history_tokens": max((c.history_tokens for c in agent), default=0),
+            "max_history_tokens": max((c.history_real_tokens for c in agent), default=0),
+            "max_history_estimate_tokens": max((c.history_tokens for c in agent), default=0),
             "history_token_budget": budget if self.run.summarizing else None,
             "max_input_tokens": max((c.input_tokens for c in agent), default=0),
             "first_facts_in_last_exchange": any(c.first_facts for c in in_last if c.kind == "agent"),
             "replay_seconds": round(self.seconds, 1),
+            "inline_fold_turns": self.inline_folds,
+            "folds_on_prefix": sum(1 for c in summary if c.on_prefix),
             **fidelity(self.session, self.calls, self.run.n_messages, budget),
             **run_bill([asdict(c) for c in self.calls]),
             "tool_schema_tokens": self.tool_schema_tokens,
@@ -207,15 +231,44 @@ def bill_ratios(runs: dict[str, dict[str, Any]]) -> None:
 
 async def replay(run: Run, session: list[Exchange]) -> RunResult:
     """The session through `run`'s agent, one graph run per exchange, in a fresh flow, owner and session."""
-    model = BenchmarkChatModel(fail_summaries=run.fail_summaries, message_numbers=message_numbers(session))
+    model = BenchmarkChatModel(
+        fail_summaries=run.fail_summaries, message_numbers=message_numbers(session), caches=run.caches
+    )
     flow_id, user_id, session_id = uuid.uuid4(), uuid.uuid4(), f"benchmark-{run.key}-{uuid.uuid4().hex[:8]}"
     result = RunResult(run, session, model.calls, completed=0)
     start = time.perf_counter()
+    # Folds run after the reply, as on `langflow run`; each ends before the next exchange, as while a person reads
+    # the reply and types.
+    folds, background.FOLDS = background.FOLDS, background.BackgroundFolds()
+    background.FOLDS.enable()
+    try:
+        await _replay(run, session, model, result, flow_id, user_id, session_id)
+    finally:
+        background.FOLDS = folds
+    result.seconds = time.perf_counter() - start
+    result.tool_schema_tokens = real_tokens(model.tools_json)
+    return result
+
+
+async def _replay(
+    run: Run,
+    session: list[Exchange],
+    model: BenchmarkChatModel,
+    result: RunResult,
+    flow_id: uuid.UUID,
+    user_id: uuid.UUID,
+    session_id: str,
+) -> None:
     for exchange in session:
         model.plan = TurnPlan(exchange.index, exchange.reply, exchange.tool_calls, exchange.expression)
         settings = run.settings(exchange.index, len(session) - 1)
         try:
-            reply = await _exchange(run, model, exchange.user_text, settings, flow_id, user_id, session_id)
+            # A task of its own, as Langflow's server runs a build: the fold after the reply starts when it ends.
+            reply, inline = await asyncio.create_task(
+                _exchange(run, model, exchange.user_text, settings, flow_id, user_id, session_id)
+            )
+            if inline:
+                result.inline_folds.append(exchange.index)
         except Exception as exc:  # noqa: BLE001 - a failed turn is a result to report, not a crash
             result.errors.append(f"exchange {exchange.index}: {type(exc).__name__}: {exc}")
             continue
@@ -223,9 +276,8 @@ async def replay(run: Run, session: list[Exchange]) -> RunResult:
             result.errors.append(f"exchange {exchange.index}: {problem}")
         else:
             result.completed += 1
-    result.seconds = time.perf_counter() - start
-    result.tool_schema_tokens = real_tokens(model.tools_json)
-    return result
+        await asyncio.sleep(0)
+        await background.FOLDS.wait_all()
 
 
 def _unexpected(exchange: Exchange, reply: str, calls: list[ModelCall]) -> str | None:
@@ -269,7 +321,10 @@ async def _exchange(
     graph.session_id = session_id
     async for _ in graph.async_start():
         pass
-    return str(graph.get_vertex("agent").built_object["response"].text)
+    vertex = graph.get_vertex("agent")
+    kept = turn_of(vertex.custom_component) if run.summarizing else None
+    inline = kept is not None and kept.turn is not None and (kept.turn.inline or kept.turn.fold is not None)
+    return str(vertex.built_object["response"].text), inline
 
 
 def targets(
@@ -327,6 +382,7 @@ def targets(
             failing["max_history_tokens"] <= budget,
         ),
     ]
+    found += bill_targets(runs, budget)
     if memory_error:
         found.append(_target("get_memory_data() with the flow's model selection runs", memory_error, "no error", False))
     for cost in memory:
@@ -348,6 +404,69 @@ def targets(
                 len(set(trips)) == 1,
             )
         )
+    return found
+
+
+def bill_targets(runs: dict[str, dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """The bill's targets on each session: billed input under prefix caching, total input without caching, summary
+    calls, the budget in the model's tokens, and the fidelity rules, all in the same run."""
+    key = share_key(0.1)
+    found = []
+    for session, run, no_cache in BILL_SESSIONS:
+        ours, plain = runs[run.key], runs[no_cache.key]
+        stock_100, stock_10 = (runs[stock.key] for stock in STOCK_RUNS[session])
+        name = f"{session} session"
+        vs_100 = ours[key] / stock_100[key]
+        vs_10 = ours[key] / stock_10[key]
+        uncached = plain["real_input_tokens"] / stock_10["real_input_tokens"]
+        found += [
+            _target(
+                f"{name}: billed input, cached at 10%, vs Agent n=100",
+                vs_100,
+                f"<= {BILLED_VS_100_TARGET:.0%}",
+                vs_100 <= BILLED_VS_100_TARGET,
+                percent=True,
+            ),
+            _target(
+                f"{name}: billed input, cached at 10%, vs Agent n=10",
+                vs_10,
+                f"<= {BILLED_VS_10_TARGET:.0%}",
+                vs_10 <= BILLED_VS_10_TARGET,
+                percent=True,
+            ),
+            _target(
+                f"{name}: total input of a model that does not cache, vs Agent n=10",
+                uncached,
+                f"<= {NO_CACHE_VS_10_TARGET:.0%}",
+                uncached <= NO_CACHE_VS_10_TARGET,
+                percent=True,
+            ),
+            _target(
+                f"{name}: summary calls per exchange",
+                ours["summary_calls_per_exchange"],
+                f"<= {BILL_SUMMARY_CALLS_TARGET}",
+                ours["summary_calls_per_exchange"] <= BILL_SUMMARY_CALLS_TARGET,
+            ),
+            _target(
+                f"{name}: max history tokens of any call, in the model's tokens",
+                ours["max_history_tokens"],
+                f"<= {budget} (budget)",
+                ours["max_history_tokens"] <= budget,
+            ),
+            _target(
+                f"{name}: first message's facts reach the model in the last exchange",
+                ours["first_facts_in_last_exchange"],
+                "yes",
+                ours["first_facts_in_last_exchange"],
+            ),
+            _target(
+                f"{name}: turns that waited for a summary call (folds after the reply, as on langflow run)",
+                len(ours["inline_fold_turns"]),
+                "0",
+                not ours["inline_fold_turns"],
+            ),
+            *({**t, "target": f"{name}: {t['target']}"} for t in fidelity_targets(ours)),
+        ]
     return found
 
 

@@ -16,7 +16,7 @@ from langflow_summarizing_agent.wiring import background, lifecycle, usage
 from langflow_summarizing_agent.wiring.agent_turn import turn_of
 from langflow_summarizing_agent.wiring.background import BackgroundFolds
 from tests.support.agent_runs import scripted_session
-from tests.support.fake_chat_model import FOLD_INSTRUCTION_START, FOLD_PROMPT_START, FoldGate, is_fold_prompt
+from tests.support.fake_chat_model import FOLD_PROMPT_START, FoldGate, is_fold_prompt, is_prefix_fold
 from tests.support.langflow_db import LangflowDatabase, stored_summary
 
 FOLD_BY_BATCH = {"n_messages": 5, "fold_batch": 4, "history_token_budget": 0}
@@ -207,7 +207,7 @@ async def test_a_fold_after_the_reply_sends_the_agents_prefix_unchanged_when_the
     assert fold_call[: len(agent_call)] == agent_call
     assert fold_call[len(agent_call)] == AIMessage(content="Noted.")
     assert len(fold_call) == len(agent_call) + 2
-    assert str(fold_call[-1].content).startswith(FOLD_INSTRUCTION_START)
+    assert is_prefix_fold(fold_call)
     assert model.tools[fold_index] == model.tools[fold_index - 1]
     # The batch is the oldest messages after the system prompt, and the summary keeps what they said.
     state = await stored_summary(flow_id=session.flow_id, user_id=session.user_id, session_id=session.session_id)

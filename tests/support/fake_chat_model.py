@@ -31,6 +31,9 @@ from langflow_summarizing_agent.engine.tokens import counter_for
 
 FOLD_PROMPT_START = FOLD_SYSTEM_PROMPT.split("\n", 1)[0]
 FOLD_INSTRUCTION_START = FOLD_INSTRUCTION.split("{", 1)[0]
+_OPENING, _MARKED = FOLD_INSTRUCTION.split("{fold_id}")[:2]
+INSTRUCTION = re.compile(re.escape(_OPENING) + r"(\w+)" + re.escape(_MARKED) + r"\1\b")
+"""The fold instruction's opening, its id named twice: a user message that imitates it does not match."""
 FACT_PATTERNS = {
     "project_id": re.compile(r"\b(PRJ-\d+)\b"),
     "customer": re.compile(r"\bcustomer ([A-Z][A-Za-z]+)\b"),
@@ -52,7 +55,7 @@ def is_fold_prompt(messages: list) -> bool:
 
 
 def is_prefix_fold(messages: list) -> bool:
-    return isinstance(messages[-1], HumanMessage) and str(messages[-1].content).startswith(FOLD_INSTRUCTION_START)
+    return isinstance(messages[-1], HumanMessage) and INSTRUCTION.match(str(messages[-1].content)) is not None
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,8 @@ class FakeChatModel(BaseChatModel):
     fold_gate: object = None
     fail_folds: bool = False
     record_path: str = ""
+    reported_scale: float = 1.0
+    """Reported input tokens are the o200k count times this (a provider whose tokenizer differs)."""
     reported_cached_share: float = -1.0
     """From 0: every answer reports usage as a provider does, input tokens in o200k, this share of them cached."""
     calls: list = Field(default_factory=list)
@@ -261,7 +266,7 @@ class FakeChatModel(BaseChatModel):
     def _reply(self, messages: list, text: str) -> AIMessage:
         if self.reported_cached_share < 0:
             return AIMessage(content=text)
-        tokens = counter_for("gpt-4o-mini").raw_prompt(messages)
+        tokens = round(counter_for("gpt-4o-mini").raw_prompt(messages) * self.reported_scale)
         usage = {
             "input_tokens": tokens,
             "output_tokens": 10,

@@ -44,7 +44,7 @@ def status_text(turn: Turn, previous: FoldResult | None = None) -> str:
     """The status: what the model got, against sending the whole conversation verbatim, then what this turn did.
     `previous` is the fold that ran after the previous reply, if this process ran one."""
     sentences = [
-        f"The model got: {_what_was_sent(turn)}, ~{turn.plan.history_tokens:,} tokens",
+        f"The model got: {_what_was_sent(turn)}, ~{turn.plan.history_tokens:,} tokens (counted in {turn.counter.name})",
         f"Sending the whole conversation verbatim would take ~{verbatim_history_tokens(turn):,} tokens",
     ]
     if previous is not None:

@@ -45,7 +45,7 @@ from langflow_summarizing_agent.engine.settings import (
 )
 from langflow_summarizing_agent.engine.tokens import counter_for
 from langflow_summarizing_agent.engine.turn import Turn, fold_if_due, fold_now, read_and_plan
-from langflow_summarizing_agent.wiring import background
+from langflow_summarizing_agent.wiring import background, usage
 from langflow_summarizing_agent.wiring.summary_model import (
     agent_model_name,
     agent_model_provider,
@@ -53,7 +53,6 @@ from langflow_summarizing_agent.wiring.summary_model import (
     summarizer_for,
     summary_model_name,
 )
-from langflow_summarizing_agent.wiring import usage
 from langflow_summarizing_agent.wiring.usage import UsageObserver
 
 logger = logging.getLogger(__name__)
