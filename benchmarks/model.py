@@ -86,7 +86,7 @@ class ModelCall:
     on_prefix: bool = False
     """Summary call: a fold on the agent's prefix (its last message is the fold instruction)."""
     history_real_tokens: int = 0
-    """Agent call: `history_tokens` in the model's tokens: o200k, 4 a message (the Summarizing Agent's count of its history)."""
+    """Agent call: `history_tokens` in the model's tokens, o200k and 4 a message, as the Summarizing Agent counts."""
 
 
 def is_fold_prompt(messages: list[BaseMessage]) -> bool:

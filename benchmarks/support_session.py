@@ -56,7 +56,7 @@ from benchmarks.script import (
 )
 from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX
 from langflow_summarizing_agent.engine.settings import DEFAULT_HISTORY_TOKEN_BUDGET
-from langflow_summarizing_agent.wiring import background
+from langflow_summarizing_agent.wiring import background, usage
 from langflow_summarizing_agent.wiring.agent_turn import turn_of
 from tests.support.services import BACKENDS, database_backend, langflow_services
 
@@ -239,12 +239,14 @@ async def replay(run: Run, session: list[Exchange]) -> RunResult:
     start = time.perf_counter()
     # Folds run after the reply, as on `langflow run`; each ends before the next exchange, as while a person reads
     # the reply and types.
+    # Each run is a server process of its own: its folds, and what it learned of the provider's usage.
     folds, background.FOLDS = background.FOLDS, background.BackgroundFolds()
+    observed, usage.USAGE = usage.USAGE, usage.SessionUsage()
     background.FOLDS.enable()
     try:
         await _replay(run, session, model, result, flow_id, user_id, session_id)
     finally:
-        background.FOLDS = folds
+        background.FOLDS, usage.USAGE = folds, observed
     result.seconds = time.perf_counter() - start
     result.tool_schema_tokens = real_tokens(model.tools_json)
     return result

@@ -76,3 +76,11 @@ async def test_sensible_numbers_pass_and_the_stock_window_is_free_with_the_switc
     template["fold_batch"]["value"] = 0
     for stock_window in (1, -1):
         await component.update_build_config(template, stock_window, "n_messages")
+
+
+def test_with_a_provider_that_caches_a_fold_waits_for_twice_fold_batch():
+    from langflow_summarizing_agent.engine.settings import CACHED_FOLD_BATCH_FACTOR, DEFAULT_FOLD_BATCH, settings_from
+
+    assert settings_from({}).fold_batch == DEFAULT_FOLD_BATCH
+    assert settings_from({}, prompt_cache=True).fold_batch == CACHED_FOLD_BATCH_FACTOR * DEFAULT_FOLD_BATCH
+    assert settings_from({"fold_batch": 5}, prompt_cache=True).fold_batch == 5 * CACHED_FOLD_BATCH_FACTOR

@@ -20,6 +20,10 @@ DEFAULT_N_MESSAGES = 100
 DEFAULT_FOLD_BATCH = 8
 """Unfolded messages older than the window that trigger a fold. At 8, a chat folds once every 4 exchanges, and the
 messages waiting for that fold (0 to 6, sent word for word) add about 3 messages per call on average."""
+CACHED_FOLD_BATCH_FACTOR = 2
+"""With a provider that caches prompts, a fold waits for this many times Fold Batch messages. A message waiting for
+a fold then costs a cache hit (10-50% of its price) on each call, while every fold rewrites the summary message, so
+the agent's next call misses its whole history: fewer, larger folds cost less (docs/benchmarks.md, the bill)."""
 DEFAULT_SUMMARY_WORDS = 300
 DEFAULT_HISTORY_TOKEN_BUDGET = 7_000
 """Tokens of history (summary message included) per model call; 0 turns the budget off. Sized for the ready flow:
@@ -134,16 +138,25 @@ class FoldSettings:
 
 
 def settings_from(
-    values: Mapping[str, Any], *, summary_model: str | None = None, counter: TokenCounter = ESTIMATE
+    values: Mapping[str, Any],
+    *,
+    summary_model: str | None = None,
+    counter: TokenCounter = ESTIMATE,
+    prompt_cache: bool = False,
 ) -> FoldSettings | None:
     """`FoldSettings` from input values by input name (a missing or empty value takes its default); None when
-    Number of Chat History Messages is 0, which turns memory off. Raises ValueError naming the field to change."""
+    Number of Chat History Messages is 0, which turns memory off. Raises ValueError naming the field to change.
+
+    `counter` counts tokens as the agent's model does; `prompt_cache` says its provider caches prompts, and then a
+    fold waits for `CACHED_FOLD_BATCH_FACTOR` times Fold Batch messages."""
     numbers = {name: whole_number(values.get(name), name) for name in WHOLE_NUMBER_FIELDS}
     n_messages = DEFAULT_N_MESSAGES if numbers["n_messages"] is None else numbers["n_messages"]
     if n_messages < 0:
         msg = f"{FIELD_NAMES['n_messages']} must be 0 (no memory) or more, got {n_messages}."
         raise ValueError(msg)
     given = {name: number for name, number in numbers.items() if number is not None and name != "n_messages"}
+    if prompt_cache:
+        given["fold_batch"] = given.get("fold_batch", DEFAULT_FOLD_BATCH) * CACHED_FOLD_BATCH_FACTOR
     settings = FoldSettings(
         n_messages=max(n_messages, 1),
         pinned_keys=pinned_keys_from(values.get("pinned_keys")),

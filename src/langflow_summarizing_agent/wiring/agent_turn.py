@@ -120,6 +120,7 @@ def settings_of(component: Any) -> FoldSettings | None:
         {name: setting(component, name) for name in names},
         summary_model=summary_model_name(component),
         counter=counter_for(agent_model_name(component)),
+        prompt_cache=usage.USAGE.caches(agent_model_name(component), agent_model_provider(component)),
     )
 
 

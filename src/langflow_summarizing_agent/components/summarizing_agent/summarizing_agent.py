@@ -92,7 +92,8 @@ class SummarizingAgentComponent(AgentComponent):
             display_name=FIELD_NAMES["fold_batch"],
             info=(
                 "Messages older than the Number of Chat History Messages that build up (still sent word for word) "
-                "before one summary call folds them. Smaller: fewer tokens per model call, more summary calls."
+                "before one summary call folds them, twice as many when the model's provider caches prompts. "
+                "Smaller: fewer tokens per model call, more summary calls."
             ),
             value=DEFAULT_FOLD_BATCH,
             advanced=True,
