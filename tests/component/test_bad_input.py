@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage
-from langchain_core.messages.utils import count_tokens_approximately
 from lfx.exceptions.component import ComponentBuildError
 
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.settings import MAX_MESSAGE_CHARS, MAX_PINNED_KEYS
-from langflow_summarizing_agent.engine.tokens import CUT_MARKER
+from langflow_summarizing_agent.engine.tokens import CUT_MARKER, counter_for
 from tests.support.agent_runs import ChatSession, scripted_session
 from tests.support.langflow_db import LangflowDatabase, MemoryScope, stored_summary
 
@@ -160,7 +159,7 @@ async def test_a_one_megabyte_message_is_stored_whole_folded_cut_and_never_overf
     rows = await stored_rows(chat)
     assert sorted(len(text) for _, text, *_ in rows.values())[-1] == len(pasted) == 1024 * 1024
     for call in chat.model.agent_calls[1:]:
-        assert count_tokens_approximately(call[1:-1]) <= budget
+        assert counter_for("FakeChatModel").prompt(call[1:-1]) <= budget
     folded = [item for prompt in chat.model.fold_prompts for item in prompt.conversation]
     assert any(item["text"].startswith("Here is the whole log:") for item in folded)
     assert all(len(item["text"]) <= MAX_MESSAGE_CHARS + 2 for item in folded)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 
 from langchain_core.messages import HumanMessage, SystemMessage
-from langchain_core.messages.utils import count_tokens_approximately
 from lfx.components.models_and_agents.agent import AgentComponent
 
 from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND, COMPACT_REPLY_PREFIX
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.report import verbatim_history_tokens
+from langflow_summarizing_agent.engine.tokens import counter_for
 from langflow_summarizing_agent.wiring.agent_turn import turn_of
 from tests.support.agent_runs import ChatSession
 from tests.support.fake_chat_model import RECORDERS
@@ -65,7 +65,7 @@ async def test_model_input_stays_bounded_over_a_long_session(langflow_db):
     await hold_conversation(chat, 60)
 
     for call in chat.model.agent_calls:
-        assert count_tokens_approximately(history_of(call)) <= 2_000
+        assert counter_for("FakeChatModel").prompt(history_of(call)) <= 2_000, "the budget, in the model's tokens"
         assert len(history_of(call)) <= 10 + 2 * 20 + 1
     assert len(chat.model.fold_calls) <= 60 // 2
 
@@ -163,7 +163,8 @@ async def test_status_says_what_the_model_got_against_the_whole_conversation_ver
     status = chat.last_agent.status
     assert (
         f"The model got: summary covering {turn.summary.folded_count} messages plus {len(turn.plan.send)} recent "
-        f"messages verbatim, ~{turn.plan.history_tokens:,} tokens. Sending the whole conversation verbatim would take "
+        f"messages verbatim, ~{turn.plan.history_tokens:,} tokens (counted in o200k_base). Sending the whole "
+        "conversation verbatim would take "
         f"~{verbatim_history_tokens(turn):,} tokens." in status
     )
     assert "stock Agent" not in status
@@ -172,7 +173,7 @@ async def test_status_says_what_the_model_got_against_the_whole_conversation_ver
 
     stored = await aget_messages(session_id=chat.session_id, flow_id=chat.flow_id, user_id=chat.user_id, order="ASC")
     before_last_input = [m.to_lc_message() for m in stored[:-2]]
-    whole = count_tokens_approximately(before_last_input)
+    whole = counter_for("FakeChatModel").prompt(before_last_input)
     assert abs(verbatim_history_tokens(turn) - whole) <= whole * 0.2
     assert turn.plan.history_tokens < verbatim_history_tokens(turn)
 

@@ -27,7 +27,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,8 @@ ENCODING_SHA256 = {
     "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
 }
 """The encodings that load offline, with the SHA-256 tiktoken publishes for each file."""
+MAX_REMEMBERED_CHARS = 20_000
+"""Texts up to this long have their token count remembered (at most 8,192 of them)."""
 _ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
 _LOADING = threading.Lock()
 
@@ -91,10 +93,11 @@ class TokenCounter:
         return sum(self._raw_text(_content_text(m)) + MESSAGE_FRAMING for m in messages)
 
     def _raw_text(self, text: str) -> int:
-        encoder = self._encoder()
-        if encoder is None:
+        if self._encoder() is None:
             return math.ceil(len(text) / 4)
-        return len(encoder.encode_ordinary(text))
+        if len(text) > MAX_REMEMBERED_CHARS:
+            return len(self._encoder().encode_ordinary(text))
+        return _encoded_length(self.encoding, text)
 
     def _encoder(self) -> Any:
         return load_encoding(self.encoding) if self.encoding else None
@@ -104,6 +107,13 @@ class TokenCounter:
 
     def _scaled(self, tokens: int) -> int:
         return tokens if self.scale == 1.0 else math.ceil(tokens * self.scale)
+
+
+@lru_cache(maxsize=8_192)
+def _encoded_length(encoding: str, text: str) -> int:
+    """Tokens of `text` in `encoding`, remembered: a turn counts the same window and summary many times, and the
+    next turn counts them again."""
+    return len(load_encoding(encoding).encode_ordinary(text))
 
 
 ESTIMATE = TokenCounter()
