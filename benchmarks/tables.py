@@ -30,6 +30,8 @@ TEXT_SCENARIOS = (
     "stock_10_chinese",
     "summarizing_10_chinese",
 )
+NO_CACHE_RUNS = ("summarizing_10_no_cache", "summarizing_10_logs_no_cache", "summarizing_10_chinese_no_cache")
+"""The Summarizing runs of each session with a model that does not cache."""
 SAME_ON_EVERY_BACKEND = MAIN_RUNS + SCENARIOS
 """Runs whose tokens and fidelity do not depend on the database: shown once, from SQLite, when they agree."""
 NONE = "\u2013"
@@ -85,6 +87,11 @@ def support_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
             summarizing(lambda m: f"{m['summary_calls']}, {m['failed_summary_calls']} ({m['summary_input_tokens']:,})"),
         ),
         ("summary calls per exchange", summarizing(lambda m: f"{m['summary_calls_per_exchange']:.3f}")),
+        ("summary calls on the agent's prefix", summarizing(lambda m: f"{m.get('folds_on_prefix', NONE)}")),
+        (
+            "turns that waited for a summary call",
+            summarizing(lambda m: f"{len(m['inline_fold_turns'])}" if "inline_fold_turns" in m else NONE),
+        ),
         ("mean input per agent call, last 20 exchanges", lambda m: f"{m[last]:,.0f}"),
         (f"most history tokens in one call (budget {budget:,})", lambda m: f"{m['max_history_tokens']:,}"),
         (
@@ -116,6 +123,8 @@ def runs_tables(report: dict[str, Any]) -> list[str]:
     ]
     if all(key in runs for key in TEXT_SCENARIOS):
         tables.append(("short logs and Chinese", TEXT_SCENARIOS))
+    if all(key in runs for key in NO_CACHE_RUNS):
+        tables.append(("a model that does not cache", NO_CACHE_RUNS))
     for title, keys in tables:
         header = [title, *(runs[key]["label"] for key in keys)]
         cells = [[name, *(show(runs[key]) for key in keys)] for name, show in rows]

@@ -7,7 +7,8 @@
 `read_and_plan()` makes the first two steps. `fold_now()` makes all three under the session's fold lock (reading
 there, so a fold that finished meanwhile leaves nothing due and makes no call) and plans once more with the summary
 that comes out. `fold_if_due()` is the two together: a turn that folds inline, as scripts and `lfx run` do,
-and the fold after the reply. Which one runs, and when, is the caller's choice (`wiring.agent_turn`).
+and the fold after the reply, which may pass the prompt the agent just sent as `prefix` for the fold to ask on.
+Which one runs, and when, is the caller's choice (`wiring.agent_turn`).
 """
 
 from __future__ import annotations

@@ -2,11 +2,14 @@
 
 The Summarizing Agent's `get_memory_data()` calls `memory_data()`, and `/compact` calls `compact_reply()`. A turn:
 
-1. reads its settings off the component's inputs (`engine.settings.settings_from`) and its scope off the graph;
+1. reads its settings off the component's inputs (`engine.settings.settings_from`) and its scope off the graph,
+   with tokens counted as the agent's model counts them, scaled by the usage its provider reported for this session,
+   and twice Fold Batch when the provider caches prompts (`wiring.usage`);
 2. reads and plans, with no summary call (`engine.turn.read_and_plan`);
 3. decides when a due fold runs:
    - on `langflow run` (background folds on) it runs after the reply, planned with the reply the agent produced
-     (`_fold_after_reply`); this turn folds inline only when older messages could not reach the model otherwise;
+     (`_fold_after_reply`), on the agent's own prompt when its provider caches; this turn folds inline only when
+     older messages could not reach the model otherwise;
    - in a script or under `lfx run` (no server loop outlives the run) it runs inline (`engine.turn.fold_now`);
    - `/compact` waits for the session's running fold, then folds inline;
 4. hands the Agent the summary message and the window as lfx Messages, and reports the turn (status, memory step)
