@@ -17,7 +17,7 @@ from langflow_summarizing_agent.engine.prompt import FOLD_SYSTEM_PROMPT, SUMMARY
 from langflow_summarizing_agent.wiring import background, usage
 from langflow_summarizing_agent.wiring.background import BackgroundFolds
 from tests.support.agent_runs import FOLD_EACH_TURN, PINNED_KEYS, QUIET_AGENT, ChatSession, scripted_session
-from tests.support.fake_chat_model import is_prefix_fold
+from tests.support.fake_chat_model import is_fold_prompt, is_prefix_fold
 from tests.support.langflow_db import LangflowDatabase, stored_summary
 
 INJECTIONS = [
@@ -215,9 +215,14 @@ async def test_on_the_agents_prefix_an_obedient_summarizer_changes_only_what_the
     assert honest.pinned == {"project_id": "PRJ-123", "cluster": "EU cluster"}
 
     chat.model.fold_script.append(obedient)
-    await say_and_fold(chat, folds_after_replies, FAKE_INSTRUCTION)
+    for text in (FAKE_INSTRUCTION, "And then?", "More.", "Again.", "Once more."):
+        await say_and_fold(chat, folds_after_replies, text)
+        if not chat.model.fold_script:
+            break
+    assert not chat.model.fold_script, "no fold took the obedient answer"
     after = await state_of(chat)
-    assert is_prefix_fold(chat.model.calls[-1]), "the fold asked on the prefix"
+    last_fold = [call for call in chat.model.calls if is_fold_prompt(call)][-1]
+    assert is_prefix_fold(last_fold), "the fold asked on the prefix"
     assert after.version > honest.version
     assert after.pinned == honest.pinned, "unconfigured keys and non-text values are ignored"
     assert len(after.text.split()) <= 300 + 1, "the summary is clipped to the Summary Word Budget"
