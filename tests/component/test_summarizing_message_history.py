@@ -3,15 +3,15 @@ its own prompt (Chat Input -> Prompt with {memory} -> Language Model -> Chat Out
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from lfx.components.models_and_agents.memory import MemoryComponent
 
+from langflow_summarizing_agent.components.summarizing_agent.summarizing_message_history import (
+    SummarizingMessageHistoryComponent,
+)
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
-from langflow_summarizing_agent.wiring.agent_turn import turn_of
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession, state_of
-from tests.support.history_runs import HistoryChatSession, history_settings
+from tests.support.history_runs import HistoryChatSession
 
 FIRST = "I'm working on project PRJ-123 on the EU cluster."
 TURNS = [
@@ -21,11 +21,6 @@ TURNS = [
     "The logs show a timeout on the database.",
     "Which cluster were we on again?",
 ]
-
-
-def memory_part(prompt: str) -> str:
-    """The {memory} part of the Prompt the model received."""
-    return prompt.split("Conversation so far:\n", 1)[1].split("\n\nAnswer the customer's last message:", 1)[0]
 
 
 async def hold(chat: ChatSession, turns: list[str] = TURNS) -> None:
@@ -44,42 +39,36 @@ async def test_switch_off_retrieves_exactly_what_the_stock_message_history_retri
 
 
 async def test_the_prompt_holds_the_summary_first_then_the_stock_window_formatted_by_the_template(langflow_db):
-    stock = HistoryChatSession(history_class=MemoryComponent, settings={"n_messages": 2})
-    ours = HistoryChatSession(settings=history_settings())
+    stock = HistoryChatSession(history_class=MemoryComponent, settings={"n_messages": 3})
+    ours = HistoryChatSession(settings=FOLD_EACH_TURN)
     for chat in (stock, ours):
         await hold(chat)
 
-    memory = memory_part(ours.last_prompt)
-    stock_window = memory_part(stock.last_prompt)
-    summary, window = memory.split("\n", 1)[0], memory
-    assert summary.startswith(SUMMARY_PREFIX)
-    assert "project_id: PRJ-123" in memory
-    assert "cluster: EU cluster" in memory
-    assert memory.endswith("\n" + stock_window), "the window is the stock one, formatted by the Template"
-    assert stock_window == "AI: Noted.\nUser: Which cluster were we on again?"
-    assert FIRST not in window.replace(stock_window, ""), "the first message reaches the model through the summary"
-    assert ours.model.fold_calls, "the summary model is the one picked for it"
-    state = await state_of(ours)
-    assert state.pinned == {"project_id": "PRJ-123", "cluster": "EU cluster"}
+    assert ours.memory.startswith(SUMMARY_PREFIX)
+    assert "project_id: PRJ-123" in ours.memory
+    assert "cluster: EU cluster" in ours.memory
+    assert stock.memory == "[User] The logs show a timeout on the database.\n[AI] Noted.\n[User] " + TURNS[-1]
+    assert ours.memory.endswith("\n" + stock.memory), "the window is the stock one, formatted by the Template"
+    assert FIRST not in ours.memory, "the first message reaches the model through the summary only"
+    assert ours.model.fold_calls, "the summary model is the one connected to it"
+    assert (await state_of(ours)).pinned == {"project_id": "PRJ-123", "cluster": "EU cluster"}
 
 
 async def test_the_table_output_starts_with_the_summary_row(langflow_db):
-    chat = HistoryChatSession(settings=history_settings())
+    chat = HistoryChatSession(settings=FOLD_EACH_TURN)
     await hold(chat)
 
-    frame = await chat.last_agent.retrieve_messages_dataframe()
-    rows = frame.to_dict("records")
+    rows = (await chat.last_agent.retrieve_messages_dataframe()).to_dict("records")
     assert rows[0]["text"].startswith(SUMMARY_PREFIX)
-    assert [row["text"] for row in rows[1:]] == ["Noted.", "Which cluster were we on again?"]
+    assert [row["text"] for row in rows[1:]] == [TURNS[-2], "Noted.", TURNS[-1]]
 
 
 async def test_descending_order_keeps_the_summary_first_and_reverses_the_window(langflow_db):
-    chat = HistoryChatSession(settings=history_settings(order="Descending"))
+    chat = HistoryChatSession(settings={**FOLD_EACH_TURN, "order": "Descending"})
     await hold(chat)
 
-    memory = memory_part(chat.last_prompt)
-    assert memory.startswith(SUMMARY_PREFIX)
-    assert memory.endswith("\nUser: Which cluster were we on again?\nAI: Noted.")
+    assert chat.memory.startswith(SUMMARY_PREFIX)
+    assert chat.memory.endswith(f"\n[User] {TURNS[-1]}\n[AI] Noted.\n[User] {TURNS[-2]}")
 
 
 @pytest.mark.parametrize(
@@ -87,23 +76,20 @@ async def test_descending_order_keeps_the_summary_first_and_reverses_the_window(
     [({"sender_type": "User"}, "Sender Type"), ({"sender_name": "AI"}, "Sender Name")],
 )
 async def test_a_sender_filter_is_refused_with_what_to_change(langflow_db, settings, field):
-    chat = HistoryChatSession(settings=history_settings(**settings))
     with pytest.raises(Exception, match=field) as refused:
-        await chat.say(FIRST)
-    assert "Summarize Older Messages off" in str(refused.value)
+        await HistoryChatSession(settings={**FOLD_EACH_TURN, **settings}).say(FIRST)
+    assert "turn Summarize Older Messages off to filter by sender" in str(refused.value)
 
-    await HistoryChatSession(settings={**history_settings(**settings), "summarize_older_messages": False}).say(FIRST)
+    await HistoryChatSession(settings={**FOLD_EACH_TURN, **settings, "summarize_older_messages": False}).say(FIRST)
 
 
-async def test_a_failed_fold_never_fails_the_run_and_the_window_still_goes(langflow_db):
-    chat = HistoryChatSession(settings=history_settings(), fail_folds=True)
-    await hold(chat, TURNS[:4])
+def test_external_memory_is_refused_with_what_to_change():
+    from langflow_summarizing_agent.wiring.history_turn import refusal
 
-    assert len(chat.model.agent_calls) == 4, "every run answered"
-    assert chat.model.fold_calls, "folds were tried"
-    memory = memory_part(chat.last_prompt)
-    assert FIRST in memory, "every unfolded message is still retrieved"
-    assert "failed" in turn_of(chat.last_agent).report
+    problem = refusal({"memory": object(), "sender_type": "Machine and User"})
+    assert problem is not None
+    assert "disconnect External Memory" in problem
+    assert refusal({"memory": None, "sender_type": "Machine and User", "sender_name": ""}) is None
 
 
 async def test_an_agent_and_a_message_history_in_one_session_share_its_summary(langflow_db):
@@ -111,25 +97,22 @@ async def test_an_agent_and_a_message_history_in_one_session_share_its_summary(l
     await hold(agent, TURNS[:3])
     by_agent = await state_of(agent)
     history = HistoryChatSession(
-        settings=history_settings(), flow_id=agent.flow_id, user_id=agent.user_id, session_id=agent.session_id
+        settings=FOLD_EACH_TURN, flow_id=agent.flow_id, user_id=agent.user_id, session_id=agent.session_id
     )
     await history.say("Remind me of the project.")
 
-    memory = memory_part(history.last_prompt)
-    assert memory.startswith(SUMMARY_PREFIX)
-    assert "project_id: PRJ-123" in memory
+    assert history.memory.startswith(SUMMARY_PREFIX)
+    assert "project_id: PRJ-123" in history.memory
+    by_history = await state_of(agent)
+    assert by_history.row_id == by_agent.row_id, "one summary row per session"
+    assert by_history.version > by_agent.version, "the history folded on from the Agent's summary"
     await agent.say("And the cluster?")
     shared = await state_of(agent)
-    assert shared.row_id == by_agent.row_id, "one summary row per session"
-    assert shared.version > by_agent.version
-    assert shared.folded_count > by_agent.folded_count
-    assert "cluster: EU cluster" in str(agent.model.agent_calls[-1][1].content)
+    assert shared.row_id == by_agent.row_id
+    assert shared.version > by_history.version, "the Agent folded on from the history's summary"
+    assert shared.folded_count == by_history.folded_count + 2
 
 
-async def test_store_mode_is_the_stock_one(langflow_db):
-    stored = []
-    for history_class in (MemoryComponent, HistoryChatSession.history_class):
-        history = history_class(_id="history")
-        history.set(mode="Store", message="a note to keep", session_id=f"s-{uuid.uuid4().hex[:6]}")
-        stored.append(type(history).store_message)
-    assert stored[0] is stored[1]
+def test_store_mode_is_the_stock_one():
+    assert SummarizingMessageHistoryComponent.store_message is MemoryComponent.store_message
+    assert SummarizingMessageHistoryComponent.mode_config["Store"] == MemoryComponent.mode_config["Store"]

@@ -122,14 +122,15 @@ def folded_texts(summary: str) -> list:
 
 
 FOLD_ANSWERS = {"facts": facts_answer, "list": list_answer}
-ECHO_MODES = ("off", "question", "user_messages")
+ECHO_MODES = ("off", "question", "question_line", "user_messages")
 
 
 class FakeChatModel(BaseChatModel):
     """An offline chat model that records every call.
 
-    Agent calls get `reply`; with `echo="question"` it is followed by the current question, with
-    `echo="user_messages"` by every user-role message the agent sent (the summary message is one), joined by " || ".
+    Agent calls get `reply`; with `echo="question"` it is followed by the current question, with `echo="question_line"`
+    by the question's last line (a prompt that ends with the question), with `echo="user_messages"` by every user-role
+    message the agent sent (the summary message is one), joined by " || ".
     `worker_name` appends the process id, so a reply names the server worker that ran it.
 
     Fold calls wait `fold_delay` seconds (async) and for `fold_gate.wait()` (an `asyncio.Event`, say), then raise if
@@ -211,7 +212,12 @@ class FakeChatModel(BaseChatModel):
 
     def _agent_answer(self, messages: list) -> str:
         user_messages = [str(m.content) for m in messages if isinstance(m, HumanMessage)]
-        echoed = {"off": [], "question": user_messages[-1:], "user_messages": [" || ".join(user_messages)]}
+        echoed = {
+            "off": [],
+            "question": user_messages[-1:],
+            "question_line": [line.splitlines()[-1] for line in user_messages[-1:] if line],
+            "user_messages": [" || ".join(user_messages)],
+        }
         text = " ".join([self.reply, *echoed[self.echo]])
         return f"{text} [worker {os.getpid()}]" if self.worker_name else text
 

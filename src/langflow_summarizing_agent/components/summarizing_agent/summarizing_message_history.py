@@ -164,18 +164,22 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
         if not self._summarizes():
             return await super().retrieve_messages()
         history = await history_turn.history(self, super().retrieve_messages)
-        self.status = agent_turn.report_of(self)
         return history.messages  # type: ignore[return-value] - the stock method returns a list of Messages too
 
     async def retrieve_messages_as_text(self) -> Message:
         if not self._summarizes():
             return await super().retrieve_messages_as_text()
         history = await history_turn.history(self, super().retrieve_messages)
-        self.status = agent_turn.report_of(self)
         return Message(text=history_turn.as_text(self.template, history))
 
     async def retrieve_messages_dataframe(self) -> DataFrame:
         return DataFrame(await self.retrieve_messages())
+
+    def extract_data(self, result):
+        # Langflow sets a Message output's status to its text; the turn's report goes after it.
+        data = super().extract_data(result)
+        self.status = agent_turn.with_report(self, self.status)
+        return data
 
     def update_build_config(self, build_config: dotdict, field_value, field_name: str | None = None) -> dotdict:
         build_config = super().update_build_config(build_config, field_value, field_name)
