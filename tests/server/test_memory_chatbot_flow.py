@@ -27,6 +27,8 @@ from tests.support.server_fixtures import LangflowServer
 MESSAGES = 15
 N_MESSAGES = 4
 FOLD_BATCH = 4
+REPLY_DELAY = 0.5
+"""The model answers after this long: a fold started beside it, not after the reply, would be recorded first."""
 FACTS = {"project_id": "PRJ-123", "customer": "Globex", "cluster": "EU cluster"}
 OPENING = "Hello, this is customer Globex. Our project PRJ-123 on the EU cluster fails to deploy."
 
@@ -74,9 +76,15 @@ def test_shipped_flow_wires_the_summarizing_history_into_the_prompt() -> None:
 def test_over_the_run_api_the_prompt_holds_the_summary_and_the_window(chatbot: tuple[ServerChat, Path]) -> None:
     chat, record_path = chatbot
     session_id = f"run-api-{uuid.uuid4().hex[:8]}"
+    turns = []
     for turn in range(MESSAGES):
+        seen = len(read_records(record_path))
+        # `say` returns once the fold after the reply has saved.
         assert chat.say(session_id, OPENING if turn == 0 else follow_up(turn)) == "Noted."
+        turns.append([record["kind"] for record in read_records(record_path)[seen:]])
 
+    assert all(kinds[0] == "agent" for kinds in turns), f"a fold ran before the reply: {turns}"
+    assert sum(kinds.count("fold") for kinds in turns) >= 3, turns
     last = prompts(record_path)[-1]
     assert SUMMARY_PREFIX in last
     for key, value in FACTS.items():
@@ -97,10 +105,16 @@ def test_in_the_playground_the_chat_shows_no_summary_text(chatbot: tuple[ServerC
     session_id = f"playground-{uuid.uuid4().hex[:8]}"
     chat_events: list[dict[str, Any]] = []
     with chat.server.client(token=chat.token) as client:
+        turns = []
         for turn in range(MESSAGES):
+            seen = len(read_records(record_path))
             events = playground_turn(client, chat.flow_id, session_id, OPENING if turn == 0 else follow_up(turn))
             chat_events += [event for event in events if event["event"] in ("add_message", "token")]
             chat.state(session_id)
+            turns.append([record["kind"] for record in read_records(record_path)[seen:]])
+
+    assert all(kinds[0] == "agent" for kinds in turns), f"a fold ran before the reply: {turns}"
+    assert sum(kinds.count("fold") for kinds in turns) >= 3, turns
 
     last = prompts(record_path)[-1]
     assert SUMMARY_PREFIX in last and "- project_id: PRJ-123" in last
@@ -109,3 +123,26 @@ def test_in_the_playground_the_chat_shows_no_summary_text(chatbot: tuple[ServerC
     assert SUMMARY_PREFIX not in shown
     assert "project_id" not in shown
     assert "Noted." in shown
+
+
+def test_renaming_then_deleting_the_session_moves_then_purges_its_summary(chatbot: tuple[ServerChat, Path]) -> None:
+    chat, record_path = chatbot
+    session_id = f"lifecycle-{uuid.uuid4().hex[:8]}"
+    for turn in range(6):
+        chat.say(session_id, OPENING if turn == 0 else follow_up(turn))
+    [before] = state_rows(chat.server, chat.flow_id, session_id)
+    renamed = f"{session_id}-renamed"
+
+    with chat.server.client(token=chat.token) as client:
+        moved = client.patch(f"/api/v1/monitor/messages/session/{session_id}", params={"new_session_id": renamed})
+    assert moved.status_code == 200, moved.text
+    assert state_rows(chat.server, chat.flow_id, session_id) == []
+    [after] = state_rows(chat.server, chat.flow_id, renamed)
+    assert (after["id"], after["summary"]) == (before["id"], before["summary"])
+    chat.say(renamed, "Which project again?")
+    assert "- project_id: PRJ-123" in prompts(record_path)[-1], "the renamed session keeps its summary"
+
+    with chat.server.client(token=chat.token) as client:
+        deleted = client.delete(f"/api/v1/monitor/messages/session/{renamed}")
+    assert deleted.status_code in (200, 204), deleted.text
+    assert state_rows(chat.server, chat.flow_id, renamed) == []

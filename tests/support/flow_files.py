@@ -78,14 +78,17 @@ def history_template(flow: dict[str, Any]) -> dict[str, Any]:
     return node_of_type(flow, HISTORY_TYPE)["data"]["node"]["template"]
 
 
-def memory_chatbot_offline(flow: dict[str, Any], record_path: Path, **history_values: Any) -> dict[str, Any]:
+def memory_chatbot_offline(
+    flow: dict[str, Any], record_path: Path, *, reply_delay: float = 0.0, **history_values: Any
+) -> dict[str, Any]:
     """A copy of the memory chatbot flow (without its id) whose Language Model and Summary Model are one fake chat
-    model recording to `record_path`, with `history_values` set on the Summarizing Message History."""
+    model recording to `record_path` (answering after `reply_delay` seconds), with `history_values` set on the
+    Summarizing Message History."""
     variant = copy.deepcopy(flow)
     variant.pop("id", None)
     variant["name"] = f"{flow['name']} (offline)"
     model = FakeChatModelComponent(_id=OFFLINE_MODEL_ID)
-    model.set(record_path=str(record_path))
+    model.set(record_path=str(record_path), reply_delay=reply_delay)
     model_node = {**model.to_frontend_node(), "type": "genericNode", "position": {"x": 0, "y": 0}}
     variant["data"]["nodes"].append(model_node)
     for component_type, field in ((LANGUAGE_MODEL_TYPE, "model"), (HISTORY_TYPE, "summary_model")):
