@@ -205,8 +205,10 @@ def bill_ratios(runs: dict[str, dict[str, Any]]) -> None:
                 metrics[f"{key}_vs_{stock.n_messages}"] = round(ratio, 4)
 
 
-async def replay(run: Run, session: list[Exchange]) -> RunResult:
-    """The session through `run`'s agent, one graph run per exchange, in a fresh flow, owner and session."""
+async def replay(run: Run, session: list[Exchange], exchange_turn: Any = None) -> RunResult:
+    """The session through `run`'s agent (or `exchange_turn`'s flow), one graph run per exchange, in a fresh flow,
+    owner and session."""
+    exchange_turn = exchange_turn or _exchange
     model = BenchmarkChatModel(fail_summaries=run.fail_summaries, message_numbers=message_numbers(session))
     flow_id, user_id, session_id = uuid.uuid4(), uuid.uuid4(), f"benchmark-{run.key}-{uuid.uuid4().hex[:8]}"
     result = RunResult(run, session, model.calls, completed=0)
@@ -215,7 +217,7 @@ async def replay(run: Run, session: list[Exchange]) -> RunResult:
         model.plan = TurnPlan(exchange.index, exchange.reply, exchange.tool_calls, exchange.expression)
         settings = run.settings(exchange.index, len(session) - 1)
         try:
-            reply = await _exchange(run, model, exchange.user_text, settings, flow_id, user_id, session_id)
+            reply = await exchange_turn(run, model, exchange.user_text, settings, flow_id, user_id, session_id)
         except Exception as exc:  # noqa: BLE001 - a failed turn is a result to report, not a crash
             result.errors.append(f"exchange {exchange.index}: {type(exc).__name__}: {exc}")
             continue
