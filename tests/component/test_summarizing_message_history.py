@@ -116,3 +116,47 @@ async def test_an_agent_and_a_message_history_in_one_session_share_its_summary(l
 def test_store_mode_is_the_stock_one():
     assert SummarizingMessageHistoryComponent.store_message is MemoryComponent.store_message
     assert SummarizingMessageHistoryComponent.mode_config["Store"] == MemoryComponent.mode_config["Store"]
+
+
+def test_the_switch_pinned_keys_and_summary_model_are_on_the_node_and_the_fold_settings_in_the_parameters_panel():
+    inputs = {i.name: i for i in SummarizingMessageHistoryComponent.inputs}
+    for name in ("summarize_older_messages", "pinned_keys", "summary_model"):
+        assert not inputs[name].advanced, name
+    assert inputs["summarize_older_messages"].value is True
+    for name in ("fold_batch", "summary_words", "history_token_budget", "max_folds_per_turn", "summary_timeout"):
+        assert inputs[name].advanced, name
+    assert [i.name for i in MemoryComponent.inputs] == [i.name for i in SummarizingMessageHistoryComponent.inputs][
+        : len(MemoryComponent.inputs)
+    ], "the stock inputs come first, unchanged in name"
+
+
+def _build_config() -> dict:
+    component = SummarizingMessageHistoryComponent()
+    return {
+        name: dict(field)
+        for name, field in component.to_frontend_node()["data"]["node"]["template"].items()
+        if isinstance(field, dict)
+    }
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("sender_type", "User", "Sender Type"),
+        ("sender_name", "AI", "Sender Name"),
+        ("fold_batch", 0, "Fold Batch must be at least 1 message."),
+    ],
+)
+def test_an_edit_the_summary_cannot_follow_is_refused_with_what_to_change(field, value, says):
+    component = SummarizingMessageHistoryComponent()
+    with pytest.raises(ValueError, match=says):
+        component.update_build_config(_build_config(), value, field)
+
+
+def test_switching_off_hides_the_fold_settings_and_allows_a_sender_filter():
+    component = SummarizingMessageHistoryComponent()
+    config = component.update_build_config(_build_config(), False, "summarize_older_messages")
+    assert not config["fold_batch"]["show"]
+    assert not config["pinned_keys"]["show"]
+    config["summarize_older_messages"]["value"] = False
+    component.update_build_config(config, "User", "sender_type")
