@@ -26,8 +26,10 @@ def build_summary_model(component: Any) -> Any:
     watsonx settings, remediation overrides); only `stream` differs, as fold tokens must not stream.
     """
     connected = getattr(component, "summary_model", None)
-    if isinstance(connected, list | str):
-        return _picked_model(component, connected)
+    # A component without a model of its own (the Message History) folds with the one picked on it, or none.
+    has_own_model = hasattr(type(component), "_resolve_selected_model")
+    if isinstance(connected, list | str) or (not connected and not has_own_model):
+        return _picked_model(component, connected or [])
     if connected:
         return connected
     from lfx.base.models.unified_models import get_llm
