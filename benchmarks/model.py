@@ -122,6 +122,11 @@ def quoted_fold_data(messages: list[BaseMessage]) -> str:
     )
 
 
+def is_prompt_call(messages: list[BaseMessage]) -> bool:
+    """A call with one user message and nothing else: a Language Model fed by a Prompt."""
+    return len(messages) == 1 and isinstance(messages[0], HumanMessage)
+
+
 def holds_first_facts(messages: list[BaseMessage]) -> bool:
     text = "\n".join(str(message.content) for message in messages)
     return "PRJ-123" in text and re.search(r"\bEU\b", text) is not None
@@ -178,6 +183,8 @@ class BenchmarkChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=answer)])
 
     def _agent(self, messages: list[BaseMessage], plan: TurnPlan, tools_json: str) -> AIMessage:
+        if is_prompt_call(messages):
+            return self._prompt(messages, plan)
         history = [str(message.content) for message in history_part(messages)]
         real, cached = self._call(messages, tools_json)
         usage = _usage(real, cached)
@@ -205,6 +212,36 @@ class BenchmarkChatModel(BaseChatModel):
         call_id = f"call_{plan.exchange}_{tool_results}"
         tool_call = {"name": CALCULATOR_TOOL, "args": {"expression": plan.expression}, "id": call_id}
         return AIMessage(content="", tool_calls=[{**tool_call, "type": "tool_call"}], usage_metadata=usage)
+
+    def _prompt(self, messages: list[BaseMessage], plan: TurnPlan) -> AIMessage:
+        """A call of a flow that builds its own prompt (a message history into a Prompt): one user message. Its
+        history is the prompt less its question (the current input, the last time the prompt holds it); the stored
+        messages it holds verbatim are those whose full text it contains, the current input left out. It calls no
+        tools."""
+        prompt = str(messages[-1].content)
+        question = next((text for text, n in self.message_numbers.items() if n == 2 * plan.exchange), "")
+        history = "".join(prompt.rsplit(question, 1)) if question else prompt
+        real, cached = self._call(messages, "")
+        found = [
+            (prompt.index(text), number)
+            for text, number in self.message_numbers.items()
+            if number < 2 * plan.exchange and text in prompt
+        ]
+        self.calls.append(
+            ModelCall(
+                exchange=plan.exchange,
+                kind="agent",
+                input_tokens=count_tokens_approximately(messages),
+                history_tokens=count_tokens_approximately([HumanMessage(content=history)]),
+                first_facts=holds_first_facts(messages),
+                verbatim=tuple(number for _, number in sorted(found)),
+                summary_message=SUMMARY_PREFIX in prompt,
+                real_tokens=real,
+                cached_tokens=cached,
+                history_real_tokens=real_tokens(history) + MESSAGE_FRAMING,
+            )
+        )
+        return AIMessage(content=plan.reply, usage_metadata=_usage(real, cached))
 
     def _fold(self, messages: list[BaseMessage], tools_json: str) -> AIMessage:
         exchange = self.plan.exchange if self.plan else -1

@@ -229,8 +229,10 @@ def bill_ratios(runs: dict[str, dict[str, Any]]) -> None:
                 metrics[f"{key}_vs_{stock.n_messages}"] = round(ratio, 4)
 
 
-async def replay(run: Run, session: list[Exchange]) -> RunResult:
-    """The session through `run`'s agent, one graph run per exchange, in a fresh flow, owner and session."""
+async def replay(run: Run, session: list[Exchange], exchange_turn: Any = None) -> RunResult:
+    """The session through `run`'s agent (or `exchange_turn`'s flow), one graph run per exchange, in a fresh flow,
+    owner and session. `exchange_turn` returns the reply and whether the turn folded before the model's call."""
+    exchange_turn = exchange_turn or _exchange
     model = BenchmarkChatModel(
         fail_summaries=run.fail_summaries, message_numbers=message_numbers(session), caches=run.caches
     )
@@ -244,7 +246,7 @@ async def replay(run: Run, session: list[Exchange]) -> RunResult:
     observed, usage.USAGE = usage.USAGE, usage.SessionUsage()
     background.FOLDS.enable()
     try:
-        await _replay(run, session, model, result, flow_id, user_id, session_id)
+        await _replay(run, session, model, result, exchange_turn, (flow_id, user_id, session_id))
     finally:
         background.FOLDS, usage.USAGE = folds, observed
     result.seconds = time.perf_counter() - start
@@ -257,17 +259,17 @@ async def _replay(
     session: list[Exchange],
     model: BenchmarkChatModel,
     result: RunResult,
-    flow_id: uuid.UUID,
-    user_id: uuid.UUID,
-    session_id: str,
+    exchange_turn: Any,
+    ids: tuple[uuid.UUID, uuid.UUID, str],
 ) -> None:
+    flow_id, user_id, session_id = ids
     for exchange in session:
         model.plan = TurnPlan(exchange.index, exchange.reply, exchange.tool_calls, exchange.expression)
         settings = run.settings(exchange.index, len(session) - 1)
         try:
             # A task of its own, as Langflow's server runs a build: the fold after the reply starts when it ends.
             reply, inline = await asyncio.create_task(
-                _exchange(run, model, exchange.user_text, settings, flow_id, user_id, session_id)
+                exchange_turn(run, model, exchange.user_text, settings, flow_id, user_id, session_id)
             )
             if inline:
                 result.inline_folds.append(exchange.index)

@@ -52,15 +52,16 @@ def share(part: float, whole: float) -> str:
     return f"{part / whole:.1%}"
 
 
-def support_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
-    """The rows of the runs tables: a name and how a run's metrics show in it."""
+def support_rows(report: dict[str, Any], stock_100: str = "stock_100") -> list[tuple[str, Any]]:
+    """The rows of the runs tables: a name and how a run's metrics show in it; shares are of the run `stock_100`
+    unless a run names the stock run it is billed against."""
     runs = report["runs"]
     budget = report["history_token_budget"]
     last = "mean_agent_input_last_20_exchanges"
 
     def against_stock(m: dict[str, Any]) -> str:
         # The stock Agent at n=100 of the run's own session; the default session's for the Summarizing scenarios.
-        stock = runs[m.get("billed_against", ["stock_100"])[0]]
+        stock = runs[m.get("billed_against", [stock_100])[0]]
         return f"{share(m['total_input_tokens'], stock['total_input_tokens'])} / {share(m[last], stock[last])}"
 
     def summarizing(show: Any) -> Any:
@@ -279,9 +280,27 @@ def latency(report: dict[str, Any], name: str) -> list[str]:
     ]
 
 
+HISTORY_RUNS = ("history_stock_100", "history_stock_10", "history_summarizing_10")
+
+
+def history_session(report: dict[str, Any], name: str) -> list[str]:
+    """The support session through a flow that builds its own prompt: stock and Summarizing Message History."""
+    runs = report["runs"]
+    rows = [
+        (label.replace("Agent n=100", "Message History n=100").replace("agent call", "model call"), show)
+        for label, show in support_rows(report, stock_100="history_stock_100")
+    ]
+    header = [f"{runs[HISTORY_RUNS[0]]['exchanges']} exchanges", *(runs[key]["label"] for key in HISTORY_RUNS)]
+    cells = [[label, *(show(runs[key]) for key in HISTORY_RUNS)] for label, show in rows]
+    return [caption(report, name), "", *table(header, cells, "l" + "r" * len(HISTORY_RUNS))]
+
+
+RENDERERS = {"support_session_": support_session, "history_session_": history_session, "latency_": latency}
+
+
 def block(name: str) -> str:
     report = json.loads((RESULTS / f"{name}.json").read_text())
-    render = support_session if name.startswith("support_session_") else latency
+    render = next(render for prefix, render in RENDERERS.items() if name.startswith(prefix))
     body = render(report, name)
     while body and not body[-1]:
         body.pop()

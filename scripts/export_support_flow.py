@@ -89,7 +89,7 @@ def _node(component_type: str, template_node: dict[str, Any], selected_output: s
     return {"data": data, "id": node_id, "position": {"x": x, "y": y}, "type": "genericNode"}
 
 
-def _update_field(client: httpx.Client, node: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
+def update_field(client: httpx.Client, node: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
     """Set a real-time field as the canvas does: new value in the template, then the server's update_build_config,
     whose template and outputs replace the node's."""
     template = node["template"]
@@ -114,8 +114,8 @@ def build_flow(client: httpx.Client) -> dict[str, Any]:
     chat_output = catalog["input_output"]["ChatOutput"]
     agent = catalog["summarizing_agent"][AGENT_TYPE]
 
-    agent = _update_field(client, agent, "model", normalize_model_names_to_dicts(MODEL))
-    agent = _update_field(client, agent, "summarize_older_messages", True)
+    agent = update_field(client, agent, "model", normalize_model_names_to_dicts(MODEL))
+    agent = update_field(client, agent, "summarize_older_messages", True)
     template = agent["template"]
     template["system_prompt"]["value"] = SYSTEM_PROMPT
     template["n_messages"]["value"] = N_MESSAGES
@@ -148,7 +148,9 @@ def export_flow(client: httpx.Client, flow: dict[str, Any]) -> dict[str, Any]:
     """Save the flow on the server, download it as Langflow exports it, and delete it again."""
     response = client.post("/api/v1/flows/", json=flow)
     if response.is_error:
-        raise SystemExit(f"saving the flow failed ({response.status_code}: {response.text[:300]}); is {FLOW_ID} there?")
+        raise SystemExit(
+            f"saving the flow failed ({response.status_code}: {response.text[:300]}); is {flow['id']} there?"
+        )
     saved = response.json()
     try:
         exported = client.post("/api/v1/flows/download/", json=[saved["id"]]).raise_for_status().json()

@@ -38,7 +38,14 @@ from selenium.webdriver.support.ui import WebDriverWait
 from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.wiring.agent_turn import MEMORY_STEP_TITLE
-from tests.support.flow_files import AGENT_TYPE, load_support_flow, with_offline_model
+from tests.support.flow_files import (
+    AGENT_TYPE,
+    load_memory_chatbot_flow,
+    load_support_flow,
+    memory_chatbot_offline,
+    read_records,
+    with_offline_model,
+)
 from tests.support.postgres_database import running_in_ci
 from tests.support.server_chat import state_rows
 from tests.support.server_fixtures import LangflowServer, ServerUser
@@ -323,3 +330,35 @@ def test_the_playground_shows_the_memory_step_and_deleting_the_session_drops_its
 
     assert state_rows(langflow_server, flow_id, session_id) == []
     assert _state_status(langflow_server, user, flow_id, session_id) == 404
+
+
+def test_the_memory_chatbot_playground_shows_no_summary_and_its_model_got_the_summary_and_the_window(
+    logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser, tmp_path: Path
+) -> None:
+    browser = logged_in
+    record_path = tmp_path / "calls.jsonl"
+    flow_id = _create_flow(
+        langflow_server, user, memory_chatbot_offline(load_memory_chatbot_flow(), record_path, n_messages=4)
+    )
+    try:
+        browser.get(f"{langflow_server.base_url}/flow/{flow_id}")
+        _click(browser, "playground-btn-flow-io")
+        _click(browser, "new-chat")
+        texts = [OPENING, *(f"Step {turn}: I restarted the deployment and it still fails." for turn in range(1, 15))]
+        for turn, text in enumerate(texts):
+            _send(browser, text, turn)
+
+        [session_id] = _session_ids(langflow_server, user, flow_id) - {flow_id}
+        [state] = state_rows(langflow_server, flow_id, session_id)
+        assert state["absorbed_count"] > 0
+        prompt = [r for r in read_records(record_path) if r["kind"] == "agent"][-1]["messages"][-1]["content"]
+        assert SUMMARY_PREFIX in prompt
+        assert "- project_id: PRJ-456" in prompt
+        assert f"AI: Noted.\nUser: {texts[-1]}\n\nThe customer's new message: {texts[-1]}" in prompt
+        page = browser.find_element(By.TAG_NAME, "body").text
+        assert SUMMARY_PREFIX not in page
+        assert "Pinned facts" not in page
+        assert "project_id" not in page
+    except Exception:
+        _screenshot_on_failure(browser, "memory-chatbot-playground-failure.png")
+        raise

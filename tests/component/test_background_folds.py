@@ -1,5 +1,6 @@
 """Folds after the reply on whole turns: lfx graphs on Langflow's services (SQLite and Postgres) with background folds
-on, as `langflow run` turns them on.
+on, as `langflow run` turns them on; on the Summarizing Agent's flow and, where marked, the Summarizing Message
+History's, whose fold runs after the flow's reply.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.wiring import background, lifecycle, usage
 from langflow_summarizing_agent.wiring.agent_turn import turn_of
 from langflow_summarizing_agent.wiring.background import BackgroundFolds
-from tests.support.agent_runs import scripted_session
+from tests.support.agent_runs import ChatSession, scripted_session
 from tests.support.fake_chat_model import FOLD_PROMPT_START, FoldGate, is_fold_prompt, is_prefix_fold
+from tests.support.history_runs import SESSION_KINDS
 from tests.support.langflow_db import LangflowDatabase, stored_summary
 
 FOLD_BY_BATCH = {"n_messages": 5, "fold_batch": 4, "history_token_budget": 0}
@@ -67,16 +69,21 @@ async def say_until_a_fold_runs(session: Any, folds: BackgroundFolds) -> int:
     pytest.fail("no fold ran in 20 turns")
 
 
+@pytest.mark.parametrize("kind", SESSION_KINDS)
 async def test_the_fold_runs_after_the_reply_and_a_later_turn_uses_it(
-    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+    langflow_db: LangflowDatabase, background_folds: BackgroundFolds, kind: type[ChatSession]
 ) -> None:
-    session = scripted_session(GRAPH_SETTINGS, echo="user_messages")
+    session = scripted_session(GRAPH_SETTINGS, kind=kind, echo="user_messages")
     session.model.fold_gate = FoldGate()
 
-    await say_until_a_fold_runs(session, background_folds)
+    turn = await say_until_a_fold_runs(session, background_folds)
 
     # The reply came back while the fold waits at its gate: no turn waited for it.
     assert background_folds.running(scope_key(session))
+    # The fold started once the turn's model had answered, not beside it.
+    *_, answered, folding = session.model.calls
+    assert is_fold_prompt(folding)
+    assert f"question {turn}" in str(answered[-1].content)
     session.model.fold_gate.set()
     await background_folds.wait(scope_key(session))
     assert len(session.model.fold_calls) == 1
@@ -87,10 +94,11 @@ async def test_the_fold_runs_after_the_reply_and_a_later_turn_uses_it(
     assert len(session.model.fold_calls) == 1
 
 
+@pytest.mark.parametrize("kind", SESSION_KINDS)
 async def test_a_turn_does_not_wait_for_the_sessions_running_fold(
-    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+    langflow_db: LangflowDatabase, background_folds: BackgroundFolds, kind: type[ChatSession]
 ) -> None:
-    session = scripted_session(GRAPH_SETTINGS)
+    session = scripted_session(GRAPH_SETTINGS, kind=kind)
     session.model.fold_gate = FoldGate()
     await say_until_a_fold_runs(session, background_folds)
     await say(session, "one more")

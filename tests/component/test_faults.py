@@ -1,7 +1,7 @@
 """Faults in the summary call and in the database: the turn completes, nothing is lost, and the status or log says why.
 
-Real graph runs on Langflow's services (SQLite and Postgres). Each session folds once successfully, then meets the
-fault on its next fold.
+Real graph runs on Langflow's services (SQLite and Postgres), through the Summarizing Agent and the Summarizing
+Message History (`SESSION_KINDS`). Each session folds once successfully, then meets the fault on its next fold.
 """
 
 from __future__ import annotations
@@ -15,19 +15,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from langchain_core.messages import SystemMessage
 
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.records import Summary
 from langflow_summarizing_agent.storage.models import TABLE_NAME
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession, fold_once_then, scripted_session, state_of
+from tests.support.history_runs import SESSION_KINDS, HistoryChatSession
 from tests.support.langflow_db import LangflowDatabase
-
-
-def history_texts(call: list) -> list[str]:
-    """Texts of the history part of an agent call: between the system prompt and the current input."""
-    assert isinstance(call[0], SystemMessage)
-    return [str(message.content).strip() for message in call[1:-1]]
 
 
 def assert_kept(before: Summary, after: Summary) -> None:
@@ -53,10 +47,11 @@ def assert_kept(before: Summary, after: Summary) -> None:
         pytest.param('{"pinned": ["PRJ-9"], "summary": "- x"}', '"pinned" is not a JSON object', id="pinned-list"),
     ],
 )
+@pytest.mark.parametrize("kind", SESSION_KINDS)
 async def test_unusable_summary_answer_keeps_summary_and_cursor_and_the_turn_runs(
-    langflow_db: LangflowDatabase, answer: Any, reason: str
+    kind: type[ChatSession], langflow_db: LangflowDatabase, answer: Any, reason: str
 ) -> None:
-    chat = scripted_session(FOLD_EACH_TURN, fold_script=[None, answer])
+    chat = scripted_session(FOLD_EACH_TURN, kind=kind, fold_script=[None, answer])
     before = await fold_once_then(chat)
 
     reply = await chat.say("Any other idea?")
@@ -68,7 +63,7 @@ async def test_unusable_summary_answer_keeps_summary_and_cursor_and_the_turn_run
     status = chat.last_agent.status
     assert "fold failed" in status
     assert reason in status
-    history = history_texts(chat.model.agent_calls[-1])
+    history = chat.sent_history()
     # Nothing lost: the summary of the first exchange, then every later message verbatim.
     assert history[0].startswith(SUMMARY_PREFIX)
     assert "project_id: PRJ-123" in history[0]
@@ -80,8 +75,11 @@ async def test_unusable_summary_answer_keeps_summary_and_cursor_and_the_turn_run
     ]
 
 
-async def test_summary_call_over_the_timeout_is_abandoned_and_the_turn_runs(langflow_db: LangflowDatabase) -> None:
-    chat = scripted_session({**FOLD_EACH_TURN, "summary_timeout": 0.2})
+@pytest.mark.parametrize("kind", SESSION_KINDS)
+async def test_summary_call_over_the_timeout_is_abandoned_and_the_turn_runs(
+    kind: type[ChatSession], langflow_db: LangflowDatabase
+) -> None:
+    chat = scripted_session({**FOLD_EACH_TURN, "summary_timeout": 0.2}, kind=kind)
     before = await fold_once_then(chat)
     chat.model.fold_delay = 5.0
 
@@ -93,7 +91,7 @@ async def test_summary_call_over_the_timeout_is_abandoned_and_the_turn_runs(lang
     assert "fold failed" in status
     assert "TimeoutError" in status
     assert "0.2 s" in status
-    assert len(history_texts(chat.model.agent_calls[-1])) == 5
+    assert len(chat.sent_history()) == 5
 
 
 async def test_pinned_values_of_the_wrong_type_are_ignored_and_the_rest_of_the_fold_is_kept(
@@ -162,14 +160,15 @@ async def state_saves_fail(langflow_db: LangflowDatabase, session_id: str) -> As
 
 
 def assert_stock_last_n(chat: ChatSession) -> None:
-    """The turn ran on the stock Agent's history: the last `n_messages - 1` stored messages, no summary."""
-    assert history_texts(chat.model.agent_calls[-1]) == ["It still fails after a restart.", "Noted."]
+    """The turn ran on the stock history: the last `n_messages - 1` stored messages before the input, no summary."""
+    assert chat.sent_history() == ["It still fails after a restart.", "Noted."]
 
 
+@pytest.mark.parametrize("kind", SESSION_KINDS)
 async def test_state_read_failure_falls_back_to_last_n_and_logs_the_error(
-    langflow_db: LangflowDatabase, caplog: pytest.LogCaptureFixture
+    kind: type[ChatSession], langflow_db: LangflowDatabase, caplog: pytest.LogCaptureFixture
 ) -> None:
-    chat = scripted_session(FOLD_EACH_TURN)
+    chat = scripted_session(FOLD_EACH_TURN, kind=kind)
     before = await fold_once_then(chat)
 
     async with state_table_renamed():
@@ -184,10 +183,11 @@ async def test_state_read_failure_falls_back_to_last_n_and_logs_the_error(
     assert_kept(before, await state_of(chat))
 
 
+@pytest.mark.parametrize("kind", SESSION_KINDS)
 async def test_a_state_save_failure_counts_as_a_failed_fold_and_backs_off(
-    langflow_db: LangflowDatabase, caplog: pytest.LogCaptureFixture
+    kind: type[ChatSession], langflow_db: LangflowDatabase, caplog: pytest.LogCaptureFixture
 ) -> None:
-    chat = scripted_session(FOLD_EACH_TURN)
+    chat = scripted_session(FOLD_EACH_TURN, kind=kind)
     before = await fold_once_then(chat)
     folds = len(chat.model.fold_calls)
 
@@ -203,7 +203,7 @@ async def test_a_state_save_failure_counts_as_a_failed_fold_and_backs_off(
     assert "simulated write failure" in caplog.text
     assert_kept(before, await state_of(chat))
     # Nothing lost: the stored summary, then every later message verbatim.
-    history = history_texts(chat.model.agent_calls[-1])
+    history = chat.sent_history()
     assert history[0].startswith(SUMMARY_PREFIX)
     assert history[1:] == [
         "The deploy fails with error E001.",
@@ -216,6 +216,8 @@ async def test_a_state_save_failure_counts_as_a_failed_fold_and_backs_off(
     await chat.say("And now?")
     assert len(chat.model.fold_calls) == folds + 1
     assert "next try after" in chat.last_agent.status
+    if kind is HistoryChatSession:
+        return
     # /compact does not wait for the back-off.
     await chat.say("/compact")
     assert (await state_of(chat)).folded_count > before.folded_count

@@ -1,6 +1,7 @@
 """Isolation: another user, another flow or another context id never reads, overwrites or deletes a state row.
 
-Through the component (graph runs on Langflow's services, SQLite and Postgres) and through the data functions.
+Through the components (graph runs on Langflow's services, SQLite and Postgres: the Summarizing Agent's flow and the
+Summarizing Message History's) and through the data functions.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from langflow_summarizing_agent.engine.records import Summary
 from langflow_summarizing_agent.storage.database import DatabaseStore, StateRows
 from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession
+from tests.support.history_runs import SESSION_KINDS
 from tests.support.langflow_db import LangflowDatabase, MemoryScope
 
 STATE = SessionMemoryStateTable.__table__
@@ -50,11 +52,12 @@ def sent_text(chat: ChatSession) -> str:
 # Through the component
 
 
+@pytest.mark.parametrize("kind", SESSION_KINDS)
 @pytest.mark.parametrize("other", ["user", "flow", "context"])
 async def test_another_user_flow_or_context_on_the_same_session_id_never_touches_the_state_row(
-    langflow_db: LangflowDatabase, other: str
+    langflow_db: LangflowDatabase, other: str, kind: type[ChatSession]
 ) -> None:
-    victim = ChatSession(settings=FOLD_EACH_TURN, context_id="ctx-a" if other == "context" else None)
+    victim = kind(settings=FOLD_EACH_TURN, context_id="ctx-a" if other == "context" else None)
     for text in VICTIM_TURNS:
         await victim.say(text)
     [victim_row] = await state_rows_of_session(victim.session_id)
@@ -81,7 +84,7 @@ async def test_another_user_flow_or_context_on_the_same_session_id_never_touches
     assert intruder_row["pinned"] == {"project_id": "PRJ-999", "cluster": "US cluster"}
 
     await victim.say("Which cluster again?")
-    summary = str(victim.model.agent_calls[-1][1].content)
+    summary = victim.sent_history()[0]
     assert summary.startswith(SUMMARY_PREFIX)
     assert "PRJ-123" in summary
     assert "PRJ-999" not in sent_text(victim)

@@ -1,5 +1,5 @@
-"""Standalone `lfx run` on the shipped flow: no Langflow database and no stored messages, so the agent has no chat
-history at all, as the stock Agent there, and says so.
+"""Standalone `lfx run` on the shipped flows: no Langflow database and no stored messages, so the agent, and the
+memory chatbot's Summarizing Message History, have no chat history at all, as the stock components there, and say so.
 
 `lfx run` prints no component status; its `--format json` output carries what was logged as a warning in `logs`.
 """
@@ -12,8 +12,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from langflow_summarizing_agent.wiring import history_turn
 from langflow_summarizing_agent.wiring.agent_turn import FALLBACK_NOTE
-from tests.support.flow_files import load_support_flow, read_records, with_offline_model
+from tests.support.flow_files import (
+    load_memory_chatbot_flow,
+    load_support_flow,
+    memory_chatbot_offline,
+    read_records,
+    with_offline_model,
+)
 
 LFX_RUN_TIMEOUT_SECONDS = 300
 
@@ -56,3 +63,25 @@ def test_lfx_run_has_no_history_even_in_the_same_session_and_logs_why(tmp_path: 
     assert [message["type"] for message in second] == ["system", "human"], "the first run left no history"
     assert second[1]["content"] == "Which project were we talking about?"
     assert not any(first_text in message["content"] or "Noted." in message["content"] for message in second)
+
+
+def test_lfx_run_of_the_memory_chatbot_has_no_history_and_logs_why(tmp_path: Path) -> None:
+    record_path = tmp_path / "calls.jsonl"
+    flow_path = tmp_path / "memory_chatbot_offline.json"
+    flow_path.write_text(json.dumps(memory_chatbot_offline(load_memory_chatbot_flow(), record_path)), encoding="utf-8")
+    first_text = "Our project PRJ-123 on the EU cluster fails to deploy."
+
+    outputs = [
+        _lfx_run(flow_path, first_text, "lfx-session"),
+        _lfx_run(flow_path, "Which project were we talking about?", "lfx-session"),
+    ]
+
+    for output in outputs:
+        assert output["success"] is True
+        assert output["result"] == "Noted."
+        assert history_turn.FALLBACK_NOTE in output["logs"]
+    calls = read_records(record_path)
+    assert [call["kind"] for call in calls] == ["agent", "agent"], "no summary call without a database"
+    second = calls[1]["messages"][-1]["content"]
+    assert second.endswith("The customer's new message: Which project were we talking about?")
+    assert first_text not in second, "the first run left no history"

@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import SystemMessage
 from lfx.components.input_output import ChatInput, ChatOutput
 from lfx.components.models_and_agents.agent import AgentComponent
 from lfx.graph import Graph
@@ -82,11 +83,18 @@ class ChatSession:
         response = graph.get_vertex("agent").built_object["response"]
         return str(response.text)
 
+    def sent_history(self) -> list[str]:
+        """The history the model got on the last turn, stripped: the summary message, if any, then the window (the
+        current input left out)."""
+        call = self.model.agent_calls[-1]
+        assert isinstance(call[0], SystemMessage)
+        return [str(message.content).strip() for message in call[1:-1]]
 
-def scripted_session(settings: dict[str, Any], **model: Any) -> ChatSession:
+
+def scripted_session(settings: dict[str, Any], *, kind: type[ChatSession] = ChatSession, **model: Any) -> ChatSession:
     """A session whose model is a `FakeChatModel` with `model` settings (fold scripts, echo, delays), registered under
-    its recorder name before the first turn builds one."""
-    chat = ChatSession(settings=settings)
+    its recorder name before the first turn builds one. `kind` is the flow: the agent's or a message history's."""
+    chat = kind(settings=settings)
     recorder(chat.recorder_name, **model)
     return chat
 

@@ -153,17 +153,19 @@ def folded_texts(summary: str) -> list:
 
 
 FOLD_ANSWERS = {"facts": facts_answer, "list": list_answer}
-ECHO_MODES = ("off", "question", "user_messages")
+ECHO_MODES = ("off", "question", "question_line", "user_messages")
 
 
 class FakeChatModel(BaseChatModel):
     """An offline chat model that records every call.
 
-    Agent calls get `reply`; with `echo="question"` it is followed by the current question, with
-    `echo="user_messages"` by every user-role message the agent sent (the summary message is one), joined by " || ".
+    Agent calls get `reply`; with `echo="question"` it is followed by the current question, with `echo="question_line"`
+    by the question's last line (a prompt that ends with the question), with `echo="user_messages"` by every user-role
+    message the agent sent (the summary message is one), joined by " || ".
     `worker_name` appends the process id, so a reply names the server worker that ran it.
 
-    Fold calls wait `fold_delay` seconds (async) and for `fold_gate.wait()` (an `asyncio.Event`, say), then raise if
+    Agent calls made through `ainvoke` wait `reply_delay` seconds (async) before they are recorded. Fold calls wait
+    `fold_delay` seconds (async) and for `fold_gate.wait()` (an `asyncio.Event`, say), then raise if
     `fail_folds`, else take the next answer of `fold_script` (a text, an exception to raise, a function of the
     `FoldPrompt`, or None for the default), else the `fold_answer`: "facts" (`facts_answer`), "list" (`list_answer`)
     or a function of the `FoldPrompt`.
@@ -174,6 +176,7 @@ class FakeChatModel(BaseChatModel):
     worker_name: bool = False
     fold_answer: object = "facts"
     fold_script: list = Field(default_factory=list)
+    reply_delay: float = 0.0
     fold_delay: float = 0.0
     fold_gate: object = None
     fail_folds: bool = False
@@ -250,7 +253,12 @@ class FakeChatModel(BaseChatModel):
 
     def _agent_answer(self, messages: list) -> str:
         user_messages = [str(m.content) for m in messages if isinstance(m, HumanMessage)]
-        echoed = {"off": [], "question": user_messages[-1:], "user_messages": [" || ".join(user_messages)]}
+        echoed = {
+            "off": [],
+            "question": user_messages[-1:],
+            "question_line": [line.splitlines()[-1] for line in user_messages[-1:] if line],
+            "user_messages": [" || ".join(user_messages)],
+        }
         text = " ".join([self.reply, *echoed[self.echo]])
         return f"{text} [worker {os.getpid()}]" if self.worker_name else text
 
@@ -278,6 +286,8 @@ class FakeChatModel(BaseChatModel):
     async def respond(self, messages: list) -> str:
         """Records a call and answers it as `ainvoke` does, without LangChain's run machinery: a summarizer for the
         fold logic (`Summarizer`) that is fast enough for property tests."""
+        if self.reply_delay and not is_fold_prompt(messages):
+            await asyncio.sleep(self.reply_delay)
         self._record(messages)
         if self.fold_delay and is_fold_prompt(messages):
             await asyncio.sleep(self.fold_delay)
@@ -324,6 +334,7 @@ class FakeChatModelComponent(Component):
         DropdownInput(name="echo", display_name="Echo", options=list(ECHO_MODES), value="off"),
         BoolInput(name="worker_name", display_name="Worker Name", value=False),
         DropdownInput(name="fold_answer", display_name="Fold Answer", options=list(FOLD_ANSWERS), value="facts"),
+        FloatInput(name="reply_delay", display_name="Reply Delay (s)", value=0.0),
         FloatInput(name="fold_delay", display_name="Fold Delay (s)", value=0.0),
         BoolInput(name="fail_folds", display_name="Fail Folds", value=False),
         MessageTextInput(name="record_path", display_name="Record Path", value=""),
@@ -344,6 +355,7 @@ class FakeChatModelComponent(Component):
             echo=self.echo,
             worker_name=self.worker_name,
             fold_answer=self.fold_answer,
+            reply_delay=float(self.reply_delay or 0),
             fold_delay=float(self.fold_delay or 0),
             fail_folds=self.fail_folds,
             record_path=self.record_path or "",

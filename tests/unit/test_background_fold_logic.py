@@ -18,7 +18,7 @@ from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import SessionStore
 from langflow_summarizing_agent.engine.turn import Turn, fold_if_due
 from langflow_summarizing_agent.wiring import background
-from langflow_summarizing_agent.wiring.agent_turn import _plan_folding_after_reply, reply_of
+from langflow_summarizing_agent.wiring.agent_turn import plan_folding_after_reply, reply_of
 from langflow_summarizing_agent.wiring.background import BackgroundFolds
 from tests.support.fake_chat_model import FoldGate
 from tests.support.fakes import InMemorySessionStore, InMemoryStore, RecordingSummarizer, make_messages
@@ -63,7 +63,7 @@ async def test_a_due_fold_is_left_for_after_the_reply_and_every_message_still_re
     store = chat(8)
     summarizer = RecordingSummarizer()
 
-    turn = await _plan_folding_after_reply(store, summarizer, settings())
+    turn = await plan_folding_after_reply(store, summarizer, settings())
 
     assert summarizer.calls == 0
     assert turn.due == "fold batch"
@@ -73,7 +73,7 @@ async def test_a_due_fold_is_left_for_after_the_reply_and_every_message_still_re
     after_reply = await prepare_history(store, summarizer, settings())
     assert summarizer.calls == 1
     assert folded(after_reply) == 4
-    next_turn = await _plan_folding_after_reply(store, summarizer, settings())
+    next_turn = await plan_folding_after_reply(store, summarizer, settings())
     assert summarizer.calls == 1
     assert next_turn.plan.summary_text is not None and next_turn.plan.summary_text.startswith(SUMMARY_PREFIX)
     assert shown(next_turn) == [f"message {n}" for n in range(4, 8)]
@@ -85,7 +85,7 @@ async def test_a_turn_folds_inline_when_older_messages_could_not_reach_the_model
     store = chat(30)
     summarizer = RecordingSummarizer()
 
-    turn = await _plan_folding_after_reply(store, summarizer, settings())
+    turn = await plan_folding_after_reply(store, summarizer, settings())
 
     assert summarizer.calls == 1
     assert turn.inline
@@ -101,7 +101,7 @@ async def test_a_turn_that_finds_the_sessions_fold_running_makes_no_summary_call
 
     async with store.fold_lock() as held:
         assert held
-        turn = await _plan_folding_after_reply(store, summarizer, settings())
+        turn = await plan_folding_after_reply(store, summarizer, settings())
 
     assert summarizer.calls == 0
     assert turn.busy

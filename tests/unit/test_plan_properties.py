@@ -42,7 +42,7 @@ from langflow_summarizing_agent.engine.report import problems
 from langflow_summarizing_agent.engine.settings import DEFAULT_BUDGET_TRIGGER_SHARE, MAX_FOLD_MESSAGES, FoldSettings
 from langflow_summarizing_agent.engine.tokens import CUT_MARKER
 from langflow_summarizing_agent.engine.turn import Turn, fold_if_due
-from langflow_summarizing_agent.wiring.agent_turn import _plan_folding_after_reply
+from langflow_summarizing_agent.wiring.agent_turn import plan_folding_after_reply
 from tests.support.fake_chat_model import parse_fold_prompt
 from tests.support.fakes import T0, InMemoryStore, RecordingSummarizer, make_messages
 
@@ -587,7 +587,7 @@ def test_after_the_fold_that_planned_with_the_reply_the_next_turn_folds_nothing_
         assert message_id(count + 1) not in {m for batch in summarizer.prompts for m in fold_batch_ids(batch)}
         store.messages_stored.append(reply)
         calls = summarizer.calls
-        next_turn = loop.run_until_complete(_plan_folding_after_reply(store, summarizer, chosen))
+        next_turn = loop.run_until_complete(plan_folding_after_reply(store, summarizer, chosen))
     finally:
         loop.close()
 

@@ -67,3 +67,34 @@ def test_the_state_names_the_summary_model_without_building_it(inputs: dict[str,
 
     with patch("lfx.base.models.unified_models.get_llm", side_effect=AssertionError("built a model")):
         assert summary_model.summary_model_name(component) == name
+
+
+def test_a_summary_model_picked_on_the_message_history_is_built_as_the_language_model_builds_it_without_streaming():
+    from langflow_summarizing_agent.components.summarizing_agent.summarizing_message_history import (
+        SummarizingMessageHistoryComponent,
+    )
+
+    component = SummarizingMessageHistoryComponent()
+    component.set_attributes({"summary_model": OPENAI_GPT_4O, "api_key": "OPENAI_API_KEY"})
+    component._user_id = str(uuid4())
+    built: dict[str, Any] = {}
+
+    with patch("lfx.base.models.unified_models.get_llm", side_effect=lambda **kw: built.update(kw)):
+        summary_model.build_summary_model(component)
+        name = summary_model.summary_model_name(component)
+
+    assert (built["model"], built["api_key"], built["stream"]) == (OPENAI_GPT_4O, "OPENAI_API_KEY", False)
+    assert name == "gpt-4o"
+
+
+@pytest.mark.parametrize("picked", [[], "connect_other_models"], ids=["nothing-picked", "nothing-connected"])
+def test_a_message_history_without_a_summary_model_fails_its_fold_saying_what_to_pick(picked: Any) -> None:
+    from langflow_summarizing_agent.components.summarizing_agent.summarizing_message_history import (
+        SummarizingMessageHistoryComponent,
+    )
+
+    component = SummarizingMessageHistoryComponent()
+    component.set_attributes({"summary_model": picked})
+
+    with pytest.raises(ValueError, match="pick one on the node or connect a model to it"):
+        summary_model.build_summary_model(component)

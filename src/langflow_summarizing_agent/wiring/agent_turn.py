@@ -157,7 +157,7 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
 
     if not database_available():
         # A warning, not info: `lfx run` shows no component status, but its output carries warnings.
-        _keep(component, AgentTurn(key, FALLBACK_NOTE), level=logging.WARNING)
+        keep(component, AgentTurn(key, FALLBACK_NOTE), level=logging.WARNING)
         return await stock_history()
     settings = settings_of(component)
     if settings is None:
@@ -165,7 +165,7 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
     scope = _scope_of(component)
     if scope is None:
         # A summary is kept per flow, owner and session; without both ids Langflow's own reads fail closed too.
-        _keep(component, AgentTurn(key, NO_SCOPE_NOTE), level=logging.WARNING)
+        keep(component, AgentTurn(key, NO_SCOPE_NOTE), level=logging.WARNING)
         return await stock_history()
 
     settings = replace(settings, counter=settings.counter.scaled(usage.USAGE.scale(scope.key)))
@@ -180,13 +180,13 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
             await folds.wait(scope.key)
             turn = await fold_if_due(store, summarizer, settings, compact=True, failures=SAVE_FAILURES)
         elif folds.enabled:
-            turn = await _plan_folding_after_reply(store, summarizer, settings)
+            turn = await plan_folding_after_reply(store, summarizer, settings)
         else:
             turn = await fold_if_due(store, summarizer, settings, failures=SAVE_FAILURES)
     except Exception as exc:
         logger.exception("Summarizing Agent: the summary store failed; using the last N messages")
         note = f"Summarizing Agent: summary store unavailable ({type(exc).__name__}); used the last N messages."
-        _keep(component, AgentTurn(key, note))
+        keep(component, AgentTurn(key, note))
         return await stock_history()
     seconds = time.perf_counter() - started
 
@@ -194,7 +194,7 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
         turn = replace(turn, busy=True, due=None)
     elif folds.enabled and not compact:
         _fold_after_reply(component, DatabaseStore(scope, through=input_id), summarizer, settings, observer)
-    history = await _agent_history(turn, scope.session_id, as_chat_message)
+    history = await history_messages(turn, scope.session_id, as_chat_message)
     previous = folds.take_outcome(scope.key) if folds.enabled else None
     kept = AgentTurn(
         key,
@@ -206,11 +206,11 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
         previous,
         observer,
     )
-    _keep(component, kept)
+    keep(component, kept)
     return list(history)
 
 
-async def _plan_folding_after_reply(
+async def plan_folding_after_reply(
     store: Any, summarizer: Any, settings: FoldSettings, *, failures: SaveFailures = SAVE_FAILURES
 ) -> Turn:
     """Read and plan; a due fold is left for after the reply, unless older messages could not reach the model
@@ -372,7 +372,7 @@ def report_of(component: Any) -> str | None:
     return kept.report if kept is not None else None
 
 
-def _keep(component: Any, kept: AgentTurn, *, level: int = logging.INFO) -> None:
+def keep(component: Any, kept: AgentTurn, *, level: int = logging.INFO) -> None:
     setattr(component, TURN_ATTRIBUTE, kept)
     logger.log(level, kept.report)
     log = getattr(component, "log", None)
@@ -383,7 +383,7 @@ def _keep(component: Any, kept: AgentTurn, *, level: int = logging.INFO) -> None
             logger.debug("component log unavailable", exc_info=True)
 
 
-async def _agent_history(
+async def history_messages(
     turn: Turn, session_id: str, as_chat_message: Callable[[StoredMessage], Awaitable[Message]]
 ) -> list[Message]:
     """`[summary message, *window]` as lfx Messages; the summary is user-role and has no id (never stored)."""

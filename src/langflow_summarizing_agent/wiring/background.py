@@ -62,11 +62,18 @@ class BackgroundFolds:
     def running(self, key: ScopeKey) -> bool:
         return key in self._tasks
 
-    def start(self, key: ScopeKey, fold: Callable[[], Awaitable[FoldResult | None]]) -> bool:
-        """Run `fold` in the background unless the session has one running; True when it was started."""
+    def start(
+        self,
+        key: ScopeKey,
+        fold: Callable[[], Awaitable[FoldResult | None]],
+        *,
+        after: Callable[[], Awaitable[None]] | None = None,
+    ) -> bool:
+        """Run `fold` in the background unless the session has one running; True when it was started. With `after`,
+        the fold waits for it first, holding the session's place but none of the process's summary calls."""
         if key in self._tasks:
             return False
-        task = asyncio.get_running_loop().create_task(self._run(key, fold), name="summarizing-agent-fold")
+        task = asyncio.get_running_loop().create_task(self._run(key, fold, after), name="summarizing-agent-fold")
         self._tasks[key] = task
         task.add_done_callback(lambda done: self._tasks.pop(key) if self._tasks.get(key) is done else None)
         return True
@@ -101,8 +108,15 @@ class BackgroundFolds:
             await asyncio.wait(tasks)
             logger.info("Summarizing Agent: cancelled %d background fold(s) at shutdown", len(tasks))
 
-    async def _run(self, key: ScopeKey, fold: Callable[[], Awaitable[FoldResult | None]]) -> None:
+    async def _run(
+        self,
+        key: ScopeKey,
+        fold: Callable[[], Awaitable[FoldResult | None]],
+        after: Callable[[], Awaitable[None]] | None,
+    ) -> None:
         try:
+            if after is not None:
+                await after()
             async with self._place():
                 result = await fold()
         except asyncio.CancelledError:

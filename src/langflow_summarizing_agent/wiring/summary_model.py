@@ -1,4 +1,5 @@
-"""The model that folds: the Summary Model input when connected, else the Agent's own model, with streaming off.
+"""The model that folds: the Summary Model input when connected (or, on the Summarizing Message History, picked on
+the node), else the Agent's own model, with streaming off.
 
 `summarizer_for()` wraps it as the engine's `Summarizer`: built on its first call (a turn that does not fold never
 builds one), called with no callbacks (fold tokens never reach the Playground stream or the agent's trace) and
@@ -18,13 +19,17 @@ from langflow_summarizing_agent.engine.fold import Summarizer
 
 
 def build_summary_model(component: Any) -> Any:
-    """The Summary Model input if connected, else the Agent's own model, built without streaming.
+    """The Summary Model input if connected or picked, else the Agent's own model, built without streaming.
 
     Built as `AgentComponent.get_agent_requirements()` builds the Agent's model (`_resolve_selected_model`, then
     `_get_llm`'s `get_llm` call: provider policy, API key from the flow or the user's global variable, Max Tokens,
     watsonx settings, remediation overrides); only `stream` differs, as fold tokens must not stream.
     """
     connected = getattr(component, "summary_model", None)
+    # A component without a model of its own (the Message History) folds with the one picked on it, or none.
+    has_own_model = hasattr(type(component), "_resolve_selected_model")
+    if isinstance(connected, list | str) or (not connected and not has_own_model):
+        return _picked_model(component, connected or [])
     if connected:
         return connected
     from lfx.base.models.unified_models import get_llm
@@ -41,10 +46,31 @@ def build_summary_model(component: Any) -> Any:
     )
 
 
+def _picked_model(component: Any, picked: list[Any] | str) -> Any:
+    """A Summary Model picked on the node (a ModelInput, as the Language Model component picks its model), built as
+    that component builds it, without streaming. A string is "Connect other models" with nothing connected."""
+    if not picked or isinstance(picked, str):
+        msg = "no Summary Model is picked; pick one on the node or connect a model to it"
+        raise ValueError(msg)
+    from lfx.base.models.unified_models import get_llm
+
+    return get_llm(
+        model=picked,
+        user_id=component.user_id,
+        api_key=getattr(component, "api_key", None),
+        stream=False,
+        watsonx_url=getattr(component, "base_url_ibm_watsonx", None),
+        watsonx_project_id=getattr(component, "project_id", None),
+        ollama_base_url=getattr(component, "ollama_base_url", None),
+    )
+
+
 def summary_model_name(component: Any) -> str | None:
     """The summary model's name for the stored summary, read off the inputs: nothing is built for it."""
     connected = getattr(component, "summary_model", None)
-    if connected:
+    if isinstance(connected, list):
+        return _picked_name(connected)
+    if connected and not isinstance(connected, str):
         return model_name_of(connected)
     return agent_model_name(component)
 
@@ -53,9 +79,7 @@ def agent_model_name(component: Any) -> str | None:
     """The name of the Agent's own model, read off its Language Model input: nothing is built for it."""
     model = getattr(component, "model", None)
     if isinstance(model, list):
-        selected = model[0] if model else None
-        name = selected.get("name") if isinstance(selected, dict) else None
-        return name if isinstance(name, str) and name else None
+        return _picked_name(model)
     # A string here is no model (nothing selected, or "connect_other_models" with nothing connected).
     if model is None or isinstance(model, str):
         return None
@@ -68,6 +92,12 @@ def agent_model_provider(component: Any) -> str | None:
     selected = model[0] if isinstance(model, list) and model else None
     provider = selected.get("provider") if isinstance(selected, dict) else None
     return provider if isinstance(provider, str) and provider else None
+
+
+def _picked_name(picked: list[Any]) -> str | None:
+    selected = picked[0] if picked else None
+    name = selected.get("name") if isinstance(selected, dict) else None
+    return name if isinstance(name, str) and name else None
 
 
 def model_name_of(llm: Any) -> str | None:

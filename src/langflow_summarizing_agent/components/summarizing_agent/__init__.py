@@ -1,1 +1,1 @@
-"""The `summarizing_agent` bundle: the Summarizing Agent component."""
+"""The `summarizing_agent` bundle: the Summarizing Agent and the Summarizing Message History components."""

@@ -1,0 +1,202 @@
+"""The Summarizing Message History on the canvas: the stock Message History's inputs plus the switch, a Summary Model
+and the fold settings; Retrieve mode hands the turn to `wiring.history_turn`."""
+
+from lfx.base.models.unified_models import handle_model_input_update
+from lfx.components.models_and_agents.memory import MemoryComponent
+from lfx.io import BoolInput, FloatInput, IntInput, MessageTextInput, ModelInput, SecretStrInput
+from lfx.schema.data import Data
+from lfx.schema.dataframe import DataFrame
+from lfx.schema.dotdict import dotdict
+from lfx.schema.message import Message
+
+from langflow_summarizing_agent.engine.settings import (
+    CHECKED_FIELDS,
+    DEFAULT_FOLD_BATCH,
+    DEFAULT_HISTORY_TOKEN_BUDGET,
+    DEFAULT_MAX_FOLDS_PER_TURN,
+    DEFAULT_SUMMARY_TIMEOUT_SECONDS,
+    DEFAULT_SUMMARY_WORDS,
+    FIELD_NAMES,
+    MAX_FOLD_MESSAGES,
+)
+from langflow_summarizing_agent.wiring import agent_turn, history_turn
+
+SUMMARY_FIELDS = (
+    "pinned_keys",
+    "summary_model",
+    "api_key",
+    "fold_batch",
+    "summary_words",
+    "history_token_budget",
+    "max_folds_per_turn",
+    "summary_timeout",
+)
+REFUSED_FIELDS = ("sender_type", "sender_name", "summarize_older_messages")
+# As on the Summarizing Agent: a hidden field's value still reaches the build, so API tweaks take effect.
+SETTING = {"override_skip": True, "api_editable": True}
+
+STOCK_N_MESSAGES = next(i for i in MemoryComponent.inputs if i.name == "n_messages")
+N_MESSAGES_INFO = (
+    "Messages sent word for word: the newest N, as by the stock Message History. With Summarize Older Messages on, "
+    "older messages reach the model through the summary before them. 0 turns memory off, summary included."
+)
+
+
+class SummarizingMessageHistoryComponent(MemoryComponent):
+    display_name: str = "Summarizing Message History"
+    description: str = (
+        "Message History that folds older chat messages into a per-session summary with pinned key facts, and "
+        "retrieves the summary followed by the recent messages."
+    )
+    icon = "message-square-more"
+    name = "SummarizingMessageHistory"
+    mode_config = {  # noqa: RUF012 - Langflow declares it as a class dict
+        "Store": MemoryComponent.mode_config["Store"],
+        "Retrieve": [*MemoryComponent.mode_config["Retrieve"], "summarize_older_messages", *SUMMARY_FIELDS],
+    }
+
+    inputs = [  # noqa: RUF012 - Langflow declares inputs as a class list
+        *(
+            i.model_copy(update={"info": N_MESSAGES_INFO}) if i.name == "n_messages" else i
+            for i in MemoryComponent.inputs
+        ),
+        BoolInput(
+            name="summarize_older_messages",
+            display_name=FIELD_NAMES["summarize_older_messages"],
+            info=(
+                "On: messages older than the last Number of Messages are folded into a per-session summary, "
+                "retrieved before the recent messages. Off: only the last messages, exactly as by the stock "
+                "Message History."
+            ),
+            value=True,
+            real_time_refresh=True,
+            api_editable=True,
+        ),
+        MessageTextInput(
+            name="pinned_keys",
+            display_name=FIELD_NAMES["pinned_keys"],
+            info=(
+                "Facts the summary always keeps, by name, for example project_id, customer. Their latest values "
+                "open the summary however long ago they were said."
+            ),
+            is_list=True,
+            **SETTING,
+        ),
+        ModelInput(
+            name="summary_model",
+            display_name=FIELD_NAMES["summary_model"],
+            info="The model that writes the summary; a cheap one will do.",
+            real_time_refresh=True,
+            required=False,
+        ),
+        SecretStrInput(
+            name="api_key",
+            display_name="Summary Model API Key",
+            info="Overrides global provider settings. Leave blank to use your pre-configured API Key.",
+            required=False,
+            real_time_refresh=True,
+            advanced=True,
+        ),
+        IntInput(
+            name="fold_batch",
+            display_name=FIELD_NAMES["fold_batch"],
+            info=(
+                "Messages older than the Number of Messages that build up (still retrieved word for word) before "
+                "one summary call folds them. Smaller: fewer tokens per model call, more summary calls."
+            ),
+            value=DEFAULT_FOLD_BATCH,
+            advanced=True,
+            real_time_refresh=True,
+            **SETTING,
+        ),
+        IntInput(
+            name="summary_words",
+            display_name=FIELD_NAMES["summary_words"],
+            info="Longest summary, in words (at least 20); a longer one is clipped.",
+            value=DEFAULT_SUMMARY_WORDS,
+            advanced=True,
+            real_time_refresh=True,
+            **SETTING,
+        ),
+        IntInput(
+            name="history_token_budget",
+            display_name=FIELD_NAMES["history_token_budget"],
+            info=(
+                "Most tokens of history retrieved: the summary, its pinned facts and the recent messages. Past 80% "
+                "of it, older messages are folded early; if the last Number of Messages alone do not fit, only the "
+                "newest that fit are retrieved. 0 turns the budget off."
+            ),
+            value=DEFAULT_HISTORY_TOKEN_BUDGET,
+            advanced=True,
+            real_time_refresh=True,
+            **SETTING,
+        ),
+        IntInput(
+            name="max_folds_per_turn",
+            display_name=FIELD_NAMES["max_folds_per_turn"],
+            info=(
+                f"Most summary calls in one run, each folding up to {MAX_FOLD_MESSAGES} messages. A long session "
+                "switched on catches up over several runs instead of stalling one."
+            ),
+            value=DEFAULT_MAX_FOLDS_PER_TURN,
+            advanced=True,
+            real_time_refresh=True,
+            **SETTING,
+        ),
+        FloatInput(
+            name="summary_timeout",
+            display_name=FIELD_NAMES["summary_timeout"],
+            info=(
+                "Seconds to wait for one summary call; a slower one is abandoned and the run uses the previous "
+                f"summary. 0 uses {DEFAULT_SUMMARY_TIMEOUT_SECONDS:g}."
+            ),
+            value=DEFAULT_SUMMARY_TIMEOUT_SECONDS,
+            advanced=True,
+            real_time_refresh=True,
+            **SETTING,
+        ),
+    ]
+
+    def _summarizes(self) -> bool:
+        return bool(agent_turn.setting(self, "summarize_older_messages"))
+
+    async def retrieve_messages(self) -> Data:
+        if not self._summarizes():
+            return await super().retrieve_messages()
+        history = await history_turn.history(self, super().retrieve_messages)
+        return history.messages  # type: ignore[return-value] - the stock method returns a list of Messages too
+
+    async def retrieve_messages_as_text(self) -> Message:
+        if not self._summarizes():
+            return await super().retrieve_messages_as_text()
+        history = await history_turn.history(self, super().retrieve_messages)
+        return Message(text=history_turn.as_text(self.template, history))
+
+    async def retrieve_messages_dataframe(self) -> DataFrame:
+        return DataFrame(await self.retrieve_messages())
+
+    def extract_data(self, result):
+        # Langflow sets a Message output's status to its text; the turn's report goes after it.
+        data = super().extract_data(result)
+        self.status = agent_turn.with_report(self, self.status)
+        return data
+
+    def update_build_config(self, build_config: dotdict, field_value, field_name: str | None = None) -> dotdict:
+        build_config = super().update_build_config(build_config, field_value, field_name)
+        build_config = handle_model_input_update(
+            self, build_config, field_value, field_name, model_field_name="summary_model"
+        )
+        values = {name: (build_config.get(name) or {}).get("value") for name in REFUSED_FIELDS}
+        if field_name in REFUSED_FIELDS:
+            values[field_name] = field_value
+        enabled = bool(values["summarize_older_messages"])
+        if enabled and field_name in (*CHECKED_FIELDS, *REFUSED_FIELDS):
+            agent_turn.check_settings(build_config, field_name, field_value)
+            problem = history_turn.refusal(values)
+            if problem:
+                raise ValueError(problem)
+        retrieving = (build_config.get("mode") or {}).get("value") == "Retrieve"
+        for field in SUMMARY_FIELDS:
+            if field in build_config:
+                build_config[field]["show"] = retrieving and enabled
+        return build_config
