@@ -59,6 +59,8 @@ class LangflowServer:
         self.base_url = base_url
         self.database_url = database_url
         self.log_path = log_path
+        self.pid: int | None = None
+        """The `langflow run` process, leader of the server's process group (workers are its descendants)."""
 
     def client(self, *, token: str | None = None, api_key: str | None = None) -> httpx.Client:
         """An HTTP client on the server, authenticated by bearer token or API key (the run API takes only keys)."""
@@ -235,6 +237,7 @@ def running_langflow_server(work_dir: Path, database_url: str, *, workers: int =
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    server.pid = process.pid
     try:
         _wait_until_healthy(process, server)
         yield server
