@@ -199,6 +199,7 @@ async def test_one_background_fold_per_session() -> None:
     gate, second = Gate(), Gate()
 
     assert folds.start("session", gate.fold)
+    await gate.started.wait()
     assert not folds.start("session", second.fold), "a second fold of a session with one running"
     assert folds.running("session")
     gate.opened.set()
@@ -225,6 +226,26 @@ async def test_the_process_runs_at_most_max_running_folds_at_once() -> None:
     await folds.wait("a")
     await folds.wait("b")
     assert second.started.is_set()
+
+
+async def test_a_fold_waiting_for_a_place_runs_the_newest_turns_job() -> None:
+    # A fold that waited for a place would otherwise fold what was due when its turn ended, and the turns after it
+    # (which start no fold while one waits) would leave their messages to the fold after it.
+    folds = BackgroundFolds(max_running=1)
+    other, older, newer = Gate(), Gate(), Gate()
+    folds.start("other", other.fold)
+    await other.started.wait()
+
+    assert folds.start("session", older.fold)
+    assert folds.waiting("session")
+    assert folds.start("session", newer.fold), "a later turn hands its job to the fold still waiting"
+    other.opened.set()
+    newer.opened.set()
+    await folds.wait("session")
+
+    assert newer.started.is_set()
+    assert not older.started.is_set()
+    assert not folds.waiting("session") and not folds.running("session")
 
 
 async def test_shutdown_cancels_running_folds_and_leaves_the_state_as_it_was(caplog: pytest.LogCaptureFixture) -> None:

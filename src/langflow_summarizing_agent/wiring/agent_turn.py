@@ -160,6 +160,10 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
         if compact:
             await folds.wait(scope.key)
             turn = await fold_if_due(store, summarizer, settings, compact=True, failures=SAVE_FAILURES)
+        elif folds.running(scope.key):
+            # The session's fold after the reply runs or waits for a place here: it folds what is due, so this
+            # turn does not wait for a summary call of its own (a fold waiting for a place holds no fold lock).
+            turn = replace(await read_and_plan(store, settings, failures=SAVE_FAILURES), busy=True)
         elif folds.enabled:
             turn = await _plan_folding_after_reply(store, summarizer, settings)
         else:
@@ -173,7 +177,8 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
 
     if folds.running(scope.key):
         turn = replace(turn, busy=True, due=None)
-    elif folds.enabled and not compact:
+    if folds.enabled and not compact and (folds.waiting(scope.key) or not folds.running(scope.key)):
+        # Starts the fold after this reply, or hands this turn's to the session's fold still waiting for a place.
         _fold_after_reply(component, DatabaseStore(scope, through=input_id), summarizer, settings)
     history = await _agent_history(turn, scope.session_id, as_chat_message)
     previous = folds.take_outcome(scope.key) if folds.enabled else None
