@@ -333,6 +333,9 @@ def fault_table(faults: dict[str, dict[str, Any]]) -> list[str]:
     ]
     rows = []
     for name, run in faults.items():
+        if "error" in run:
+            rows.append([FAULT_LABELS.get(name, name), *([NONE] * 7), f"did not complete: {run['error']}"])
+            continue
         ours, stock = run["agents"]["summarizing"], run["agents"]["stock"]
         window = run.get("failed_turns_in_fault")
         inside = f"{window['stock_inside']} / {window['summarizing_inside']}" if window else NONE
@@ -370,7 +373,12 @@ def load(report: dict[str, Any], name: str) -> list[str]:
             *load_runs_table(runs),
         ]
     if report["faults"]:
-        lines += [f"Faults (PostgreSQL, two workers, {report.get('fault_users', 8)} users per agent):", ""]
+        places = report.get("fault_max_background_folds", 4)
+        lines += [
+            f"Faults (PostgreSQL, two workers, {report['fault_users']} users per agent, {places} place(s) per worker "
+            "for folds after the reply):",
+            "",
+        ]
         lines += fault_table(report["faults"])
     rows = [
         [
