@@ -363,6 +363,8 @@ def fault_table(faults: dict[str, dict[str, Any]]) -> list[str]:
 
 def load(report: dict[str, Any], name: str) -> list[str]:
     lines = [caption(report, name), ""]
+    if rescored := report.get("rescored"):
+        lines[0] += f" Saturation and targets: `{rescored['command']}` at commit `{rescored['commit']}`."
     for backend, runs in report["runs"].items():
         workers = "one worker" if backend == "sqlite" else "two workers"
         saturated = report.get(f"stock_saturates_at_{backend}")
