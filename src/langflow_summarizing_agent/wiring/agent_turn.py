@@ -6,7 +6,7 @@ The Summarizing Agent's `get_memory_data()` calls `memory_data()`, and `/compact
 2. reads and plans, with no summary call (`engine.turn.read_and_plan`);
 3. decides when a due fold runs:
    - on `langflow run` (background folds on) it runs after the reply, planned with the reply the agent produced
-     (`_fold_after_reply`); this turn folds inline only when older messages could not reach the model otherwise;
+     (`_fold_after_reply`); the turn never folds inline;
    - in a script or under `lfx run` (no server loop outlives the run) it runs inline (`engine.turn.fold_now`);
    - `/compact` waits for the session's running fold, then folds inline;
 4. hands the Agent the summary message and the window as lfx Messages, and reports the turn (status, memory step)
@@ -42,7 +42,7 @@ from langflow_summarizing_agent.engine.settings import (
     settings_from,
     whole_number,
 )
-from langflow_summarizing_agent.engine.turn import Turn, fold_if_due, fold_now, read_and_plan
+from langflow_summarizing_agent.engine.turn import Turn, fold_if_due, read_and_plan
 from langflow_summarizing_agent.wiring import background
 from langflow_summarizing_agent.wiring.summary_model import build_summary_model, summarizer_for, summary_model_name
 
@@ -198,17 +198,13 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
 async def _plan_folding_after_reply(
     store: Any, summarizer: Any, settings: FoldSettings, *, failures: SaveFailures = SAVE_FAILURES
 ) -> Turn:
-    """Read and plan; a due fold is left for after the reply, unless older messages could not reach the model
-    otherwise (they would be neither in the window nor in the summary): then this turn folds inline."""
+    """Read and plan; a due fold is left for after the reply. Older messages that no longer fit (after a back-off, or
+    behind a slow summary model) are counted as not summarized yet until that fold catches up: a turn on
+    `langflow run` never waits for a summary call."""
     turn = await read_and_plan(store, settings, failures=failures)
     if not turn.plan.fold:
         return turn
-    if not turn.plan.not_summarized:
-        return replace(turn, due=turn.plan.reason)
-    folded = await fold_now(store, summarizer, settings, failures=failures)
-    if folded is None:
-        return replace(turn, busy=True)
-    return replace(folded, inline=folded.fold is not None)
+    return replace(turn, due=turn.plan.reason)
 
 
 def _fold_after_reply(component: Any, through_input: Any, summarizer: Any, settings: FoldSettings) -> None:
