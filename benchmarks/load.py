@@ -583,18 +583,23 @@ def agent_metrics(phase: Phase, agent: str, summary_state: dict[str, list[str]])
     sessions = {session_marker(agent, u) for u in range(phase.users)}
     calls = [c for c in phase.calls if c["session"] in sessions]
     summary_calls = [c for c in calls if c["kind"] == "summary"]
-    first_agent_call: dict[tuple[str, int], float] = {}
+    first_agent_call: dict[tuple[str, int], tuple[float, int]] = {}
     for call in calls:
         if call["kind"] == "agent" and call["folded"]:
             session, _, index = call["folded"][0].partition("-u")
-            first_agent_call.setdefault((session, int(index)), call["start"])
+            first_agent_call.setdefault((session, int(index)), (call["start"], call["pid"]))
     by_session: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for call in summary_calls:
         by_session[call["session"]].append(call)
     waited = []
     for turn in turns:
-        until = first_agent_call.get((turn.session, turn.index), turn.end)
-        if any(turn.start <= c["start"] and (c["end"] or turn.end) <= until for c in by_session[turn.session]):
+        # A summary call of the session, in the worker that ran the turn, inside the turn before its first agent
+        # call: the turn waited for it (one in the other worker, or after the reply, did not hold the turn up).
+        until, pid = first_agent_call.get((turn.session, turn.index), (turn.end, None))
+        if any(
+            turn.start <= c["start"] and (c["end"] or turn.end) <= until and pid in (None, c["pid"])
+            for c in by_session[turn.session]
+        ):
             waited.append(turn)
     queue_waits = fold_queue_waits(turns, by_session)
     succeeded = [c for c in summary_calls if c["end"] is not None and not c["failed"]]
