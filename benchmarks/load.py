@@ -173,13 +173,13 @@ def flow_data(agent: str, record_path: Path, control_path: Path, args: argparse.
     quiet = {"add_current_date_tool": False, "add_calculator_tool": False, "system_prompt": "You are a support agent."}
     if agent == "stock":
         node = AgentComponent(_id="agent")
-        node.set(model=model.build_model, input_value=chat_input.message_response, n_messages=N_MESSAGES, **quiet)
+        node.set(model=model.build_model, input_value=chat_input.message_response, n_messages=args.n_messages, **quiet)
     else:
         node = SummarizingAgentComponent(_id="agent")
         node.set(
             model=model.build_model,
             input_value=chat_input.message_response,
-            n_messages=N_MESSAGES,
+            n_messages=args.n_messages,
             summarize_older_messages=True,
             **quiet,
         )
@@ -495,7 +495,9 @@ def delete_sessions(server: LangflowServer, token: str, session_ids: list[str]) 
     return deleted
 
 
-def audit_phase(engine: sa.Engine, phase: Phase, flow_id: str, deleted: list[str]) -> dict[str, Any]:
+def audit_phase(
+    engine: sa.Engine, phase: Phase, flow_id: str, deleted: list[str], n_messages: int = N_MESSAGES
+) -> dict[str, Any]:
     """Per session, from the database: what the summary covers, folded exactly once; nothing left behind."""
     flow = flow_key(engine, flow_id)
     problems: list[str] = []
@@ -530,7 +532,7 @@ def audit_phase(engine: sa.Engine, phase: Phase, flow_id: str, deleted: list[str
                 )
             if row.absorbed_count != len(covered):
                 problems.append(f"{session_id}: folded_count {row.absorbed_count}, the cursor covers {len(covered)}")
-            older = max(len(stored) - (N_MESSAGES - 1), 0)
+            older = max(len(stored) - (n_messages - 1), 0)
             waiting = max(older - len(covered), 0)
             backing_off = row.failed_folds > 0
             if waiting >= DEFAULT_FOLD_BATCH and not backing_off:
@@ -851,7 +853,7 @@ def run_phase(
     summary_state = final_summaries(engine, flow_ids["summarizing"])
     summarizing_sessions = [f"load-{name}-{session_marker('summarizing', u)}" for u in range(users)]
     deleted = delete_sessions(server, token, summarizing_sessions[: max(1, users // 4)])
-    audit = audit_phase(engine, phase, flow_ids["summarizing"], deleted)
+    audit = audit_phase(engine, phase, flow_ids["summarizing"], deleted, args.n_messages)
     report = phase_report(phase, summary_state, audit)
     if window is not None:
         report["failed_turns_in_fault"] = failures_during(phase, *window, margin=FAULT_MARGIN_SECONDS)
@@ -1094,6 +1096,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--phase-seconds", type=float, default=60.0, help="length of each load phase")
     parser.add_argument("--think-seconds", type=float, default=2.0, help="mean pause between a reply and the next")
     parser.add_argument("--max-turns-per-user", type=int, default=60)
+    parser.add_argument(
+        "--n-messages", type=int, default=N_MESSAGES, help="Number of Chat History Messages, both agents"
+    )
     parser.add_argument("--message-words", type=int, default=150, help="words of each message, user and model")
     parser.add_argument("--agent-seconds", type=float, default=0.3)
     parser.add_argument("--summary-seconds", type=float, default=2.0)
@@ -1153,6 +1158,7 @@ def main(argv: list[str] | None = None) -> int:
         "think_seconds": args.think_seconds,
         "phase_seconds": args.phase_seconds,
         "message_words": args.message_words,
+        "n_messages": args.n_messages,
         "max_background_folds": args.max_background_folds or DEFAULT_MAX_RUNNING,
         "max_folds_per_turn": DEFAULT_MAX_FOLDS_PER_TURN,
         "fault_users": args.fault_users,

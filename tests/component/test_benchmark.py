@@ -244,7 +244,8 @@ LOAD_AGENT_KEYS = {
 @pytest.mark.server
 def test_load_benchmark_runs_both_agents_on_a_real_server_and_audits_every_session(tmp_path) -> None:
     argv = ["--users", "2", "--phase-seconds", "25", "--think-seconds", "0.8", "--summary-seconds", "0.2"]
-    argv += ["--message-words", "20", "--faults", "none"]
+    # A small window, so that the sessions of a short run on a busy machine fold.
+    argv += ["--message-words", "20", "--n-messages", "4", "--faults", "none"]
     result = subprocess.run(
         [sys.executable, "-m", "benchmarks.load", "--backends", "sqlite", *argv, "--out", str(tmp_path)],
         cwd=ROOT,
