@@ -3,8 +3,9 @@
     python -m benchmarks.tables [--check]
 
 Each block between `<!-- tables:NAME -->` and `<!-- /tables:NAME -->` is rewritten from `benchmarks/results/NAME.json`
-(`support_session_<backend>` or `latency_<backend>`), with a caption naming the command and the commit the numbers come
-from. With `--check`, nothing is written and the exit status is 1 when the page differs from what the results give.
+(`support_session_<backend>`, `latency_<backend>` or `load`), with a caption naming the command and the commit the
+numbers come from. With `--check`, nothing is written and the exit status is 1 when the page differs from what the
+results give.
 """
 
 from __future__ import annotations
@@ -295,7 +296,136 @@ def history_session(report: dict[str, Any], name: str) -> list[str]:
     return [caption(report, name), "", *table(header, cells, "l" + "r" * len(HISTORY_RUNS))]
 
 
-RENDERERS = {"support_session_": support_session, "history_session_": history_session, "latency_": latency}
+def seconds(value: float | None) -> str:
+    return NONE if value is None else f"{value:.2f} s"
+
+
+def load_runs_table(runs: list[dict[str, Any]]) -> list[str]:
+    header = [
+        "N per agent",
+        "agent",
+        "turns/s",
+        "p50 / p95 / p99 turn",
+        "waited for a summary call",
+        "folded inline",
+        "fold queue wait p50 / p95",
+        "summary calls per exchange, wasted",
+        "failed turns",
+        "RSS after warm-up, growth",
+        "DB connections, max",
+    ]
+    rows = []
+    for run in runs:
+        for agent, m in run["agents"].items():
+            summarizing = agent == "summarizing"
+            rows.append(
+                [
+                    str(run["users_per_agent"]),
+                    "Summarizing n=10" if summarizing else "Agent n=10",
+                    f"{m['turns_per_second']:.2f}",
+                    " / ".join(seconds(m[f"p{q}_seconds"]) for q in (50, 95, 99)),
+                    str(m["turns_waited"]) if summarizing else NONE,
+                    str(m["turns_folded_inline"]) if summarizing else NONE,
+                    " / ".join(seconds(m[f"fold_queue_wait_p{q}_seconds"]) for q in (50, 95)) if summarizing else NONE,
+                    f"{m['summary_calls_per_exchange']:.3f}, {m['wasted_summary_calls']}" if summarizing else NONE,
+                    str(m["failed_turns"]),
+                    f"{run['rss_mb_after_warmup']:,.0f} MB, {run['rss_growth']:+.1%}" if summarizing else "",
+                    str(run["db_connections_max"]) if summarizing else "",
+                ]
+            )
+    return [*table(header, rows, "rlrrrrrrrrr"), ""]
+
+
+FAULT_LABELS = {
+    "pg_restart": "PostgreSQL restarted",
+    "worker_kill": "one of two workers SIGKILLed",
+    "summary_outage": "summary model failing, then recovering",
+    "slow_summary": "summary model taking 30 s",
+}
+
+
+def fault_table(faults: dict[str, dict[str, Any]]) -> list[str]:
+    header = [
+        "fault",
+        "failed turns in the fault, Agent / Summarizing",
+        "failed turns outside it",
+        "waited for a summary call",
+        "fold queue wait p95, max",
+        "summary calls, failed, wasted",
+        "retried within the back-off",
+        "most calls in one fold",
+        "audit",
+    ]
+    rows = []
+    for name, run in faults.items():
+        if "error" in run:
+            rows.append([FAULT_LABELS.get(name, name), *([NONE] * 7), f"did not complete: {run['error']}"])
+            continue
+        ours, stock = run["agents"]["summarizing"], run["agents"]["stock"]
+        window = run.get("failed_turns_in_fault")
+        inside = f"{window['stock_inside']} / {window['summarizing_inside']}" if window else NONE
+        outside = (
+            str(window["stock_outside"] + window["summarizing_outside"])
+            if window
+            else str(stock["failed_turns"] + ours["failed_turns"])
+        )
+        audit = run["audit"]
+        rows.append(
+            [
+                FAULT_LABELS.get(name, name),
+                inside,
+                outside,
+                str(ours["turns_waited"]),
+                f"{seconds(ours['fold_queue_wait_p95_seconds'])}, {seconds(ours['fold_queue_wait_max_seconds'])}",
+                f"{ours['summary_calls']}, {ours['failed_summary_calls']}, {ours['wasted_summary_calls']}",
+                str(ours["retried_within_backoff"]),
+                str(ours["most_calls_in_one_fold"]),
+                "holds" if audit["holds"] else "FAILS: " + "; ".join(audit["problems"][:3]),
+            ]
+        )
+    return [*table(header, rows, "lrrrrrrrl"), ""]
+
+
+def load(report: dict[str, Any], name: str) -> list[str]:
+    lines = [caption(report, name), ""]
+    if rescored := report.get("rescored"):
+        lines[0] += f" Saturation and targets: `{rescored['command']}` at commit `{rescored['commit']}`."
+    for backend, runs in report["runs"].items():
+        workers = "one worker" if backend == "sqlite" else "two workers"
+        saturated = report.get(f"stock_saturates_at_{backend}")
+        at = f"N={saturated}" if saturated else "no N measured"
+        lines += [
+            f"{'SQLite' if backend == 'sqlite' else 'PostgreSQL'}, {workers}; the stock Agent saturates at {at}:",
+            "",
+            *load_runs_table(runs),
+        ]
+    if report["faults"]:
+        places = report.get("fault_max_background_folds", 4)
+        lines += [
+            f"Faults (PostgreSQL, two workers, {report['fault_users']} users per agent, {places} place(s) per worker "
+            "for folds after the reply):",
+            "",
+        ]
+        lines += fault_table(report["faults"])
+    rows = [
+        [
+            f"{t['backend']} N={t['users']}: {t['name']}",
+            str(t["measured"]),
+            t["limit"],
+            "PASS" if t["holds"] else "FAIL",
+        ]
+        for t in report["targets"]
+    ]
+    return [*lines, "Targets:", "", *table(["target", "measured", "limit", ""], rows, "llll")]
+
+
+RENDERERS = {
+    "support_session_": support_session,
+    "history_session_": history_session,
+    "latency_": latency,
+    "load": load,
+}
+"""Each results file's renderer, by the start of its name."""
 
 
 def block(name: str) -> str:

@@ -186,6 +186,36 @@ async def test_a_message_alone_at_the_budget_makes_no_turn_wait_when_each_fold_e
     assert inline == [], "turns that waited for a summary call"
 
 
+async def test_a_turn_whose_sessions_fold_waits_for_a_place_makes_no_summary_call(
+    langflow_db: LangflowDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One place, taken by another session's fold held at its gate: this session's fold after the reply waits for
+    # the place. Its later turns push older messages past what the model can be sent; folding them inline would
+    # make the turn wait for a summary call that the waiting fold is about to make anyway.
+    folds = BackgroundFolds(max_running=1)
+    folds.enable()
+    monkeypatch.setattr(background, "FOLDS", folds)
+    other = scripted_session(GRAPH_SETTINGS)
+    other.model.fold_gate = FoldGate()
+    await say_until_a_fold_runs(other, folds)
+    session = scripted_session(GRAPH_SETTINGS)
+
+    turns = []
+    for n in range(12):
+        await say(session, f"question {n}")
+        kept = turn_of(session.last_agent)
+        assert kept is not None and kept.turn is not None
+        turns.append(kept.turn)
+
+    assert folds.running(scope_key(session)), "the session's fold waits for the place"
+    assert session.model.fold_calls == [], "a turn folded inline while the session's fold waited for a place"
+    assert turns[-1].busy
+    assert turns[-1].plan.not_summarized > 0, "older messages wait for that fold, counted as not summarized yet"
+    other.model.fold_gate.set()
+    await folds.wait_all()
+    assert len(session.model.fold_calls) >= 1, "the waiting fold ran once the place was free"
+
+
 # The fold on the agent's prefix
 
 

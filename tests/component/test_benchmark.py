@@ -207,3 +207,64 @@ def test_latency_benchmark_times_every_turn_and_counts_the_turns_that_waited(tmp
     assert runs["summarizing_10_after_reply"]["summary_calls"], "folds ran after the replies"
     assert runs["stock_10"]["summary_calls"] == 0
     assert [target["name"] for target in report["targets"]]
+
+
+LOAD_PHASE_KEYS = {
+    "name",
+    "backend",
+    "users_per_agent",
+    "seconds",
+    "agents",
+    "rss_mb_after_warmup",
+    "rss_mb_end",
+    "rss_growth",
+    "db_connections_max",
+    "events",
+    "audit",
+}
+LOAD_AGENT_KEYS = {
+    "turns",
+    "turns_per_second",
+    "p50_seconds",
+    "p95_seconds",
+    "p99_seconds",
+    "failed_turns",
+    "turns_waited",
+    "turns_folded_inline",
+    "fold_queue_wait_p50_seconds",
+    "fold_queue_wait_p95_seconds",
+    "summary_calls",
+    "summary_calls_per_exchange",
+    "wasted_summary_calls",
+    "retried_within_backoff",
+    "most_calls_in_one_fold",
+}
+
+
+@pytest.mark.server
+def test_load_benchmark_runs_both_agents_on_a_real_server_and_audits_every_session(tmp_path) -> None:
+    argv = ["--users", "2", "--phase-seconds", "25", "--think-seconds", "0.8", "--summary-seconds", "0.2"]
+    # A small window, so that the sessions of a short run on a busy machine fold.
+    argv += ["--message-words", "20", "--n-messages", "4", "--faults", "none"]
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.load", "--backends", "sqlite", *argv, "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=BENCHMARK_TIMEOUT_SECONDS,
+        check=False,
+    )
+    # Exit status 1 is a failed audit: the benchmark fails loudly.
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads((tmp_path / "load.json").read_text())
+    assert (tmp_path / "load.png").read_bytes().startswith(b"\x89PNG")
+    [phase] = report["runs"]["sqlite"]
+    assert set(phase) >= LOAD_PHASE_KEYS
+    assert set(phase["agents"]) == {"stock", "summarizing"}
+    for metrics in phase["agents"].values():
+        assert set(metrics) >= LOAD_AGENT_KEYS
+        assert metrics["turns"] > 0
+    assert phase["agents"]["summarizing"]["summary_calls"] >= 1, "sessions grew long enough to fold"
+    assert phase["audit"]["holds"], phase["audit"]["problems"]
+    assert phase["audit"]["sessions"] >= 1 and phase["audit"]["deleted_sessions"] == 1
+    assert {"backend", "users", "name", "measured", "limit", "holds"} <= set(report["targets"][0])

@@ -59,6 +59,8 @@ class LangflowServer:
         self.base_url = base_url
         self.database_url = database_url
         self.log_path = log_path
+        self.pid: int | None = None
+        """The `langflow run` process, leader of the server's process group (workers are its descendants)."""
 
     def client(self, *, token: str | None = None, api_key: str | None = None) -> httpx.Client:
         """An HTTP client on the server, authenticated by bearer token or API key (the run API takes only keys)."""
@@ -147,8 +149,10 @@ def _server_environment(config_dir: Path, database_url: str) -> dict[str, str]:
     return environment
 
 
-def _wait_until_healthy(process: subprocess.Popen[bytes], server: LangflowServer) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
+def _wait_until_healthy(
+    process: subprocess.Popen[bytes], server: LangflowServer, timeout: float = STARTUP_TIMEOUT_SECONDS
+) -> None:
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             pytest.fail(
@@ -163,9 +167,7 @@ def _wait_until_healthy(process: subprocess.Popen[bytes], server: LangflowServer
         except httpx.HTTPError:
             pass
         time.sleep(0.5)
-    pytest.fail(
-        f"langflow run was not healthy after {STARTUP_TIMEOUT_SECONDS} s; log tail:\n{server.log_tail()}", pytrace=False
-    )
+    pytest.fail(f"langflow run was not healthy after {timeout} s; log tail:\n{server.log_tail()}", pytrace=False)
 
 
 def _stop_process_group(process: subprocess.Popen[bytes]) -> None:
@@ -196,7 +198,9 @@ def _migrate_before_workers(environment: dict[str, str], log_path: Path) -> None
 
 
 @contextmanager
-def running_langflow_server(work_dir: Path, database_url: str, *, workers: int = 1) -> Iterator[LangflowServer]:
+def running_langflow_server(
+    work_dir: Path, database_url: str, *, workers: int = 1, startup_timeout: float = STARTUP_TIMEOUT_SECONDS
+) -> Iterator[LangflowServer]:
     """Start `langflow run` in its own process group, wait until healthy, stop the whole group after.
 
     The server also serves Langflow's web UI (no `--backend-only`), so browser tests can share it.
@@ -235,8 +239,9 @@ def running_langflow_server(work_dir: Path, database_url: str, *, workers: int =
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    server.pid = process.pid
     try:
-        _wait_until_healthy(process, server)
+        _wait_until_healthy(process, server, startup_timeout)
         yield server
     finally:
         _stop_process_group(process)

@@ -80,18 +80,23 @@ async def test_a_due_fold_is_left_for_after_the_reply_and_every_message_still_re
     assert next_turn.due is None
 
 
-async def test_a_turn_folds_inline_when_older_messages_could_not_reach_the_model_otherwise() -> None:
-    # Two batches and more past the window: the read holds n_messages + 2 batches, so the oldest go unread.
+async def test_a_turn_leaves_older_messages_that_no_longer_fit_to_the_fold_after_the_reply() -> None:
+    # Two batches and more past the window (as after a summary model outage): the read holds n_messages + 2
+    # batches, so the oldest go unread. Folding them inline made turns wait for a summary call under load.
     store = chat(30)
     summarizer = RecordingSummarizer()
 
     turn = await plan_folding_after_reply(store, summarizer, settings())
 
-    assert summarizer.calls == 1
-    assert turn.inline
-    assert turn.due is None
-    assert turn.plan.not_summarized == 0
-    assert turn.summary.folded_count == 26
+    assert summarizer.calls == 0, "the turn waited for a summary call"
+    assert not turn.inline
+    assert turn.due is not None
+    assert turn.plan.not_summarized > 0, "what no longer fits is counted as not summarized yet"
+    assert shown(turn)[-4:] == [f"message {n}" for n in range(26, 30)], "the window still goes word for word"
+
+    after_reply = await prepare_history(store, summarizer, settings())
+    assert after_reply.summary.folded_count == 26
+    assert summarizer.calls <= settings().max_folds_per_turn
 
 
 async def test_a_turn_that_finds_the_sessions_fold_running_makes_no_summary_call() -> None:
@@ -104,7 +109,7 @@ async def test_a_turn_that_finds_the_sessions_fold_running_makes_no_summary_call
         turn = await plan_folding_after_reply(store, summarizer, settings())
 
     assert summarizer.calls == 0
-    assert turn.busy
+    assert turn.due is not None, "the fold is left for after the reply, where the lock decides who folds"
     assert not folded(turn)
     assert shown(turn)[-4:] == [f"message {n}" for n in range(26, 30)], "the window still goes word for word"
 
@@ -199,6 +204,7 @@ async def test_one_background_fold_per_session() -> None:
     gate, second = Gate(), Gate()
 
     assert folds.start("session", gate.fold)
+    await gate.started.wait()
     assert not folds.start("session", second.fold), "a second fold of a session with one running"
     assert folds.running("session")
     gate.opened.set()
@@ -225,6 +231,26 @@ async def test_the_process_runs_at_most_max_running_folds_at_once() -> None:
     await folds.wait("a")
     await folds.wait("b")
     assert second.started.is_set()
+
+
+async def test_a_fold_waiting_for_a_place_runs_the_newest_turns_job() -> None:
+    # A fold that waited for a place would otherwise fold what was due when its turn ended, and the turns after it
+    # (which start no fold while one waits) would leave their messages to the fold after it.
+    folds = BackgroundFolds(max_running=1)
+    other, older, newer = Gate(), Gate(), Gate()
+    folds.start("other", other.fold)
+    await other.started.wait()
+
+    assert folds.start("session", older.fold)
+    assert folds.waiting("session")
+    assert folds.start("session", newer.fold), "a later turn hands its job to the fold still waiting"
+    other.opened.set()
+    newer.opened.set()
+    await folds.wait("session")
+
+    assert newer.started.is_set()
+    assert not older.started.is_set()
+    assert not folds.waiting("session") and not folds.running("session")
 
 
 async def test_shutdown_cancels_running_folds_and_leaves_the_state_as_it_was(caplog: pytest.LogCaptureFixture) -> None:

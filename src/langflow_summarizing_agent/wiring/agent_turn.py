@@ -8,8 +8,7 @@ The Summarizing Agent's `get_memory_data()` calls `memory_data()`, and `/compact
 2. reads and plans, with no summary call (`engine.turn.read_and_plan`);
 3. decides when a due fold runs:
    - on `langflow run` (background folds on) it runs after the reply, planned with the reply the agent produced
-     (`_fold_after_reply`), on the agent's own prompt when its provider caches; this turn folds inline only when
-     older messages could not reach the model otherwise;
+     (`_fold_after_reply`), on the agent's own prompt when its provider caches; the turn never folds inline;
    - in a script or under `lfx run` (no server loop outlives the run) it runs inline (`engine.turn.fold_now`);
    - `/compact` waits for the session's running fold, then folds inline;
 4. hands the Agent the summary message and the window as lfx Messages, and reports the turn (status, memory step)
@@ -47,7 +46,7 @@ from langflow_summarizing_agent.engine.settings import (
     whole_number,
 )
 from langflow_summarizing_agent.engine.tokens import counter_for
-from langflow_summarizing_agent.engine.turn import Turn, fold_if_due, fold_now, read_and_plan
+from langflow_summarizing_agent.engine.turn import Turn, fold_if_due, read_and_plan
 from langflow_summarizing_agent.wiring import background, usage
 from langflow_summarizing_agent.wiring.summary_model import (
     agent_model_name,
@@ -179,6 +178,10 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
         if compact:
             await folds.wait(scope.key)
             turn = await fold_if_due(store, summarizer, settings, compact=True, failures=SAVE_FAILURES)
+        elif folds.running(scope.key):
+            # The session's fold after the reply runs or waits for a place here: it folds what is due, so this
+            # turn does not wait for a summary call of its own (a fold waiting for a place holds no fold lock).
+            turn = replace(await read_and_plan(store, settings, failures=SAVE_FAILURES), busy=True)
         elif folds.enabled:
             turn = await plan_folding_after_reply(store, summarizer, settings)
         else:
@@ -192,7 +195,8 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
 
     if folds.running(scope.key):
         turn = replace(turn, busy=True, due=None)
-    elif folds.enabled and not compact:
+    if folds.enabled and not compact and (folds.waiting(scope.key) or not folds.running(scope.key)):
+        # Starts the fold after this reply, or hands this turn's to the session's fold still waiting for a place.
         _fold_after_reply(component, DatabaseStore(scope, through=input_id), summarizer, settings, observer)
     history = await history_messages(turn, scope.session_id, as_chat_message)
     previous = folds.take_outcome(scope.key) if folds.enabled else None
@@ -213,17 +217,13 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
 async def plan_folding_after_reply(
     store: Any, summarizer: Any, settings: FoldSettings, *, failures: SaveFailures = SAVE_FAILURES
 ) -> Turn:
-    """Read and plan; a due fold is left for after the reply, unless older messages could not reach the model
-    otherwise (they would be neither in the window nor in the summary): then this turn folds inline."""
+    """Read and plan; a due fold is left for after the reply. Older messages that no longer fit (after a back-off, or
+    behind a slow summary model) are counted as not summarized yet until that fold catches up: a turn on
+    `langflow run` never waits for a summary call."""
     turn = await read_and_plan(store, settings, failures=failures)
     if not turn.plan.fold:
         return turn
-    if not turn.plan.not_summarized:
-        return replace(turn, due=turn.plan.reason)
-    folded = await fold_now(store, summarizer, settings, failures=failures)
-    if folded is None:
-        return replace(turn, busy=True)
-    return replace(folded, inline=folded.fold is not None)
+    return replace(turn, due=turn.plan.reason)
 
 
 def _fold_after_reply(

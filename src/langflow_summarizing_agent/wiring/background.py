@@ -5,7 +5,9 @@ once the reply is produced, and a later turn uses the summary it saved. `FOLDS` 
 those folds, a plain registry of tasks by session scope: what a fold does is the job it is given.
 
 - at most one fold per session scope, and at most `max_running` summary calls at once in the process (the
-  environment variable `SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS`, default 4); more folds wait for a place;
+  environment variable `SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS`, default 4); more folds wait for a place, one per
+  session: a later turn of a session whose fold still waits gives it its own job, so the fold that gets the place
+  folds what the newest turn left, not what was due when it began to wait;
 - each fold holds the session's fold lock (`SessionStore.fold_lock`), so a fold running in another worker makes
   this one skip without a summary call;
 - a fold that fails is logged and recorded for the session's next turn; one that is cancelled (the server shuts
@@ -45,6 +47,11 @@ class BackgroundFolds:
         self.enabled = False
         self.max_running = max_running
         self._tasks: dict[ScopeKey, asyncio.Task[None]] = {}
+        self._jobs: dict[
+            ScopeKey, tuple[Callable[[], Awaitable[FoldResult | None]], Callable[[], Awaitable[None]] | None]
+        ] = {}
+        """The fold each waiting session will run, and what it waits for first."""
+        """The job of each fold still waiting for a place: the newest turn's."""
         self._outcomes: OrderedDict[ScopeKey, FoldResult] = OrderedDict()
         self._places: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
@@ -62,6 +69,10 @@ class BackgroundFolds:
     def running(self, key: ScopeKey) -> bool:
         return key in self._tasks
 
+    def waiting(self, key: ScopeKey) -> bool:
+        """The session's fold waits (for its `after`, or for a place)."""
+        return key in self._jobs
+
     def start(
         self,
         key: ScopeKey,
@@ -69,11 +80,16 @@ class BackgroundFolds:
         *,
         after: Callable[[], Awaitable[None]] | None = None,
     ) -> bool:
-        """Run `fold` in the background unless the session has one running; True when it was started. With `after`,
-        the fold waits for it first, holding the session's place but none of the process's summary calls."""
+        """Run `fold` in the background unless the session's fold is running; a fold still waiting runs `fold`
+        instead of its own (after `after`, if it has not waited for it yet). With `after`, the fold waits for it
+        first, holding the session's place but none of the process's summary calls. True when `fold` will run."""
+        if key in self._jobs:
+            self._jobs[key] = (fold, after)
+            return True
         if key in self._tasks:
             return False
-        task = asyncio.get_running_loop().create_task(self._run(key, fold, after), name="summarizing-agent-fold")
+        self._jobs[key] = (fold, after)
+        task = asyncio.get_running_loop().create_task(self._run(key), name="summarizing-agent-fold")
         self._tasks[key] = task
         task.add_done_callback(lambda done: self._tasks.pop(key) if self._tasks.get(key) is done else None)
         return True
@@ -108,18 +124,17 @@ class BackgroundFolds:
             await asyncio.wait(tasks)
             logger.info("Summarizing Agent: cancelled %d background fold(s) at shutdown", len(tasks))
 
-    async def _run(
-        self,
-        key: ScopeKey,
-        fold: Callable[[], Awaitable[FoldResult | None]],
-        after: Callable[[], Awaitable[None]] | None,
-    ) -> None:
+    async def _run(self, key: ScopeKey) -> None:
         try:
-            if after is not None:
+            waited = None
+            while (after := self._jobs[key][1]) is not None and after is not waited:
+                waited = after
                 await after()
             async with self._place():
+                fold, _ = self._jobs.pop(key)
                 result = await fold()
         except asyncio.CancelledError:
+            self._jobs.pop(key, None)
             logger.info("Summarizing Agent: a background fold was cancelled; the summary stays as it was")
             raise
         except Exception as exc:
