@@ -110,7 +110,7 @@ async def replay_timed(latency_run: LatencyRun, session: list[Exchange], args: a
             try:
                 # A task per run, as Langflow's server builds each run in a task of its own: folds after the reply
                 # start when it ends.
-                reply = await asyncio.create_task(
+                reply, _ = await asyncio.create_task(
                     _exchange(run, model, exchange.user_text, settings, flow_id, user_id, session_id)
                 )
             except Exception as exc:  # noqa: BLE001 - a failed turn is a result to report, not a crash

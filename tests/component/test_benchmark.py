@@ -36,6 +36,9 @@ RUN_KEYS = {
     "stock_100_chinese",
     "stock_10_chinese",
     "summarizing_10_chinese",
+    "summarizing_10_no_cache",
+    "summarizing_10_logs_no_cache",
+    "summarizing_10_chinese_no_cache",
 }
 BILL_KEYS = {
     "real_input_tokens",
