@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from lfx.components.models_and_agents.memory import MemoryComponent
+from lfx.exceptions.component import ComponentBuildError
 
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_message_history import (
     SummarizingMessageHistoryComponent,
@@ -145,12 +146,22 @@ def _build_config() -> dict:
         ("sender_type", "User", "Sender Type"),
         ("sender_name", "AI", "Sender Name"),
         ("fold_batch", 0, "Fold Batch must be at least 1 message."),
+        ("n_messages", -1, "Number of Messages must be 0 \\(no memory\\) or more, got -1"),
+        ("n_messages", "ten", "Number of Messages must be a whole number"),
     ],
 )
 def test_an_edit_the_summary_cannot_follow_is_refused_with_what_to_change(field, value, says):
     component = SummarizingMessageHistoryComponent()
     with pytest.raises(ValueError, match=says):
         component.update_build_config(_build_config(), value, field)
+
+
+async def test_a_run_with_a_bad_number_of_messages_names_the_field_as_the_message_history_shows_it(langflow_db):
+    chat = HistoryChatSession(settings={"n_messages": -1})
+    with pytest.raises(ComponentBuildError) as raised:
+        await chat.say(FIRST)
+    assert "Number of Messages must be 0 (no memory) or more, got -1" in str(raised.value)
+    assert "Chat History" not in str(raised.value)
 
 
 def test_switching_off_hides_the_fold_settings_and_allows_a_sender_filter():

@@ -143,16 +143,18 @@ def settings_from(
     summary_model: str | None = None,
     counter: TokenCounter = ESTIMATE,
     prompt_cache: bool = False,
+    names: Mapping[str, str] = FIELD_NAMES,
 ) -> FoldSettings | None:
     """`FoldSettings` from input values by input name (a missing or empty value takes its default); None when
     Number of Chat History Messages is 0, which turns memory off. Raises ValueError naming the field to change.
 
     `counter` counts tokens as the agent's model does; `prompt_cache` says its provider caches prompts, and then a
-    fold waits for `CACHED_FOLD_BATCH_FACTOR` times Fold Batch messages."""
-    numbers = {name: whole_number(values.get(name), name) for name in WHOLE_NUMBER_FIELDS}
+    fold waits for `CACHED_FOLD_BATCH_FACTOR` times Fold Batch messages. `names` are the fields as the component
+    shows them, for a component whose message count has another name (the Message History's Number of Messages)."""
+    numbers = {name: whole_number(values.get(name), name, names) for name in WHOLE_NUMBER_FIELDS}
     n_messages = DEFAULT_N_MESSAGES if numbers["n_messages"] is None else numbers["n_messages"]
     if n_messages < 0:
-        msg = f"{FIELD_NAMES['n_messages']} must be 0 (no memory) or more, got {n_messages}."
+        msg = f"{names['n_messages']} must be 0 (no memory) or more, got {n_messages}."
         raise ValueError(msg)
     given = {name: number for name, number in numbers.items() if number is not None and name != "n_messages"}
     if prompt_cache:
@@ -168,14 +170,14 @@ def settings_from(
     return settings if n_messages else None
 
 
-def whole_number(value: Any, name: str) -> int | None:
+def whole_number(value: Any, name: str, names: Mapping[str, str] = FIELD_NAMES) -> int | None:
     """A whole-number input's value; None when it is empty."""
     if value is None or value == "":
         return None
     try:
         return int(value)
     except (TypeError, ValueError):
-        msg = f"{FIELD_NAMES[name]} must be a whole number, got {value!r}."
+        msg = f"{names[name]} must be a whole number, got {value!r}."
         raise ValueError(msg) from None
 
 

@@ -39,6 +39,7 @@ from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND
 from langflow_summarizing_agent.engine.records import Scope, StoredMessage, utcnow
 from langflow_summarizing_agent.engine.settings import (
     CHECKED_FIELDS,
+    FIELD_NAMES,
     WHOLE_NUMBER_FIELDS,
     FoldSettings,
     pinned_keys_from,
@@ -126,14 +127,16 @@ def settings_of(component: Any) -> FoldSettings | None:
     )
 
 
-def check_settings(build_config: Mapping[str, Any], field_name: str, field_value: Any) -> None:
+def check_settings(
+    build_config: Mapping[str, Any], field_name: str, field_value: Any, names: Mapping[str, str] = FIELD_NAMES
+) -> None:
     """Refuse a numeric setting that makes no sense when it is edited, with what to change; raises ValueError."""
     switch = (build_config.get("summarize_older_messages") or {}).get("value")
     if field_name == "n_messages" and not switch:
         return
     values = {name: (build_config.get(name) or {}).get("value") for name in (*CHECKED_FIELDS, "pinned_keys")}
     values[field_name] = field_value
-    settings_from(values)
+    settings_from(values, names=names)
 
 
 def is_compact_request(component: Any) -> bool:

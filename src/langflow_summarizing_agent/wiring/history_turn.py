@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lfx.components.models_and_agents.memory import MemoryComponent
 from lfx.schema.message import Message
 
 from langflow_summarizing_agent.engine import report
@@ -56,6 +57,12 @@ DESCENDING = "Descending"
 REPLY_POLL_SECONDS = 0.1
 REPLY_WAIT_SECONDS = 600.0
 """Longest wait for the flow's reply before the fold after it runs anyway (a branch that never builds, say)."""
+
+FIELD_NAMES_OF_HISTORY = {
+    **FIELD_NAMES,
+    "n_messages": next(i.display_name for i in MemoryComponent.inputs if i.name == "n_messages"),
+}
+"""The fields as the Message History shows them: its message count is Number of Messages."""
 
 FALLBACK_NOTE = (
     "Summaries need a Langflow database; without one no messages are stored, so there is no chat history, "
@@ -108,10 +115,10 @@ def settings_of(component: Any) -> FoldSettings | None:
     """The fold settings; None when Number of Messages is 0. The stock Message History's window is its Number of
     Messages rows, the Agent's one fewer (its input takes a slot), so the engine gets one more."""
     values = {name: setting(component, name) for name in (*WHOLE_NUMBER_FIELDS, "pinned_keys", "summary_timeout")}
-    n_messages = whole_number(values.get("n_messages"), "n_messages")
+    n_messages = whole_number(values.get("n_messages"), "n_messages", FIELD_NAMES_OF_HISTORY)
     if n_messages is not None and n_messages > 0:
         values["n_messages"] = n_messages + 1
-    return settings_from(values, summary_model=summary_model_name(component))
+    return settings_from(values, summary_model=summary_model_name(component), names=FIELD_NAMES_OF_HISTORY)
 
 
 async def history(component: Any, stock_retrieval: StockRetrieval) -> History:

@@ -191,7 +191,7 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
             values[field_name] = field_value
         enabled = bool(values["summarize_older_messages"])
         if enabled and field_name in (*CHECKED_FIELDS, *REFUSED_FIELDS):
-            agent_turn.check_settings(build_config, field_name, field_value)
+            agent_turn.check_settings(build_config, field_name, field_value, history_turn.FIELD_NAMES_OF_HISTORY)
             problem = history_turn.refusal(values)
             if problem:
                 raise ValueError(problem)
