@@ -172,6 +172,40 @@ class LostSaveUnreadableStore(InMemoryStore):
         return await super().load()
 
 
+class OneSaveFailsStore(InMemoryStore):
+    """A store whose next save fails once, as a write that meets a locked SQLite file or a dropped connection."""
+
+    fail_next_save = False
+
+    async def save(self, summary: Summary) -> Summary | None:
+        if self.fail_next_save:
+            self.fail_next_save = False
+            raise OSError("database is locked")
+        return await super().save(summary)
+
+
+async def test_a_failed_save_is_not_retried_at_once_by_another_worker():
+    clock = [datetime(2026, 1, 1, tzinfo=timezone.utc)]
+    store = OneSaveFailsStore(make_messages([f"message {i}" for i in range(10 + 20)]))
+    summarizer = RecordingSummarizer()
+    store.fail_next_save = True
+
+    await run_turns(store, summarizer, settings(), 1, now=lambda: clock[0], failures=SaveFailures())
+    assert summarizer.calls == 1
+    assert store.summary is not None and store.summary.failed_folds == 1, "the back-off is stored with the summary"
+
+    other_worker = SaveFailures()
+    for _ in range(3):
+        turn = await run_turns(store, summarizer, settings(), 1, now=lambda: clock[0], failures=other_worker)
+    assert summarizer.calls == 1, "another worker retried the failed save at once"
+    assert any("next try after" in p for p in problems(turn))
+
+    clock[0] += timedelta(minutes=1)
+    turn = await run_turns(store, summarizer, settings(), 1, now=lambda: clock[0], failures=other_worker)
+    assert folded(turn) > 0
+    assert store.summary.failed_folds == 0
+
+
 async def test_a_summary_that_cannot_be_read_after_a_lost_save_leaves_the_turn_running():
     store = LostSaveUnreadableStore(make_messages([f"message {i}" for i in range(10 + 20)]))
 

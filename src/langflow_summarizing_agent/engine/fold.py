@@ -67,7 +67,8 @@ def backoff_delay(failed_folds: int) -> timedelta:
 
 
 class SaveFailures:
-    """The back-off of scopes whose last save failed, kept in memory: a store that cannot save cannot record it.
+    """The back-off of scopes whose last save failed, kept in memory when the store could not record it either
+    (`fold` first tries to store it with the summary, where every worker reads it).
 
     Without it a store that reads but cannot write (a read-only replica, a locked SQLite file) would get a summary
     call on every turn. Bounded: the oldest scopes are forgotten first.
@@ -188,13 +189,12 @@ async def fold(
         # A failed save counts as a failed fold: the previous summary stays and the back-off applies.
         failed = read_summary.failed_folds + 1
         kept = replace(read_summary, failed_folds=failed, retry_after=now() + backoff_delay(failed))
-        failures.record(key, kept)
         save_problem = (
             f"the summary could not be saved ({_describe(exc)}); counted as failed fold {failed}, "
             f"next try after {kept.retry_after:%Y-%m-%d %H:%M:%S} UTC"
         )
         logger.warning("Summarizing Agent: %s; the previous summary is kept", save_problem)
-        return result(kept, 0, (*problems, save_problem))
+        return result(await _record_backoff(store, kept, failures), 0, (*problems, save_problem))
     if saved is not None:
         failures.forget(key)
         return result(saved, folded, problems)
@@ -207,6 +207,20 @@ async def fold(
         return result(read_summary, 0, (*problems, f"{lost}, and it could not be read ({_describe(exc)})"))
     logger.info("Summarizing Agent: another run saved the summary first; using its version %d", winner.version)
     return result(winner, 0, (*problems, lost))
+
+
+async def _record_backoff(store: SessionStore, kept: Summary, failures: SaveFailures) -> Summary:
+    """Store the back-off of a failed save with the summary, where every worker reads it; when the store cannot take
+    that either, keep it in this process (`failures`). A lost compare-and-swap means a summary was saved after all
+    (this fold's, if only its acknowledgement was lost, or another run's): no back-off then."""
+    try:
+        stored = await store.save(kept)
+    except Exception as exc:  # noqa: BLE001 - the store that just failed may fail again; the turn goes on
+        logger.info("Summarizing Agent: the back-off could not be stored either (%s); kept in memory", _describe(exc))
+        failures.record(store.scope.key, kept)
+        return kept
+    failures.forget(store.scope.key)
+    return stored if stored is not None else kept
 
 
 def _describe(exc: BaseException) -> str:
