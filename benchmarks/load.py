@@ -810,6 +810,24 @@ def failures_during(phase: Phase, start_event: str, end_event: str, margin: floa
     return counts
 
 
+def folds_across(phase: Phase, summary_state: dict[str, list[str]], start_event: str, end_event: str) -> dict[str, int]:
+    """Summarizing sessions with a saved fold before the fault, and how many of them saved one after it: a session
+    that goes on with its summary folds on from it once the fault is over."""
+    times = {e["event"]: phase.started + e["at"] for e in phase.events}
+    start, end = times.get(start_event), times.get(end_event, times.get(start_event))
+    before, after = set(), set()
+    for call in phase.calls:
+        chain = call["previous"] + call["folded"]
+        saved = call["kind"] == "summary" and call["end"] is not None and not call["failed"]
+        if not saved or not chain or summary_state.get(call["session"], [])[: len(chain)] != chain:
+            continue
+        if start is not None and call["end"] < start:
+            before.add(call["session"])
+        elif end is not None and call["start"] > end:
+            after.add(call["session"])
+    return {"before": len(before), "before_and_after": len(before & after)}
+
+
 # One phase end to end
 
 
@@ -857,6 +875,7 @@ def run_phase(
     report = phase_report(phase, summary_state, audit)
     if window is not None:
         report["failed_turns_in_fault"] = failures_during(phase, *window, margin=FAULT_MARGIN_SECONDS)
+        report["sessions_folding_across_fault"] = folds_across(phase, summary_state, *window)
     print(phase_text(report), flush=True)
     return report
 
@@ -930,6 +949,8 @@ def fault_run(
 ) -> dict[str, Any]:
     users, at = args.fault_users, args.fault_at_seconds
     if name == "pg_restart":
+        # Late enough that every session has folded before it, long enough after it for the next folds.
+        restart_at = args.restart_at_seconds
         report = run_phase(
             server,
             engine,
@@ -938,8 +959,8 @@ def fault_run(
             name=name,
             backend="postgres",
             users=users,
-            seconds=args.fault_seconds,
-            fault=lambda r, c: pg_restart_fault(pg, at, args.outage_seconds),
+            seconds=restart_at + args.outage_seconds + args.recovery_seconds,
+            fault=lambda r, c: pg_restart_fault(pg, restart_at, args.outage_seconds),
             window=("postgres stopped", "postgres started"),
         )
     elif name == "worker_kill":
@@ -1044,6 +1065,96 @@ def targets(backend: str, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def fault_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each fault's PASS/FAIL rows: what the issue's faults promise, from the fault runs' reports."""
+    users, rows = report["fault_users"], []
+    places = 2 * report["fault_max_background_folds"]
+    for name, run in report["faults"].items():
+        if "error" in run:
+            rows.append(_target("postgres", users, f"{name}: the fault ran", run["error"], "completes", False))
+            continue
+        ours, stock = run["agents"]["summarizing"], run["agents"]["stock"]
+        window = run.get("failed_turns_in_fault")
+        outside = window["stock_outside"] + window["summarizing_outside"] if window else None
+        failed = stock["failed_turns"] + ours["failed_turns"] if outside is None else outside
+        where = "failed turns, both agents" if outside is None else "failed turns outside the fault, both agents"
+        rows += [
+            _target("postgres", users, f"{name}: {where}", failed, "0", failed == 0),
+            _target(
+                "postgres",
+                users,
+                f"{name}: turns that waited for a summary call",
+                ours["turns_waited"],
+                "0",
+                ours["turns_waited"] == 0,
+            ),
+            _target(
+                "postgres",
+                users,
+                f"{name}: lost or doubled folds (audit problems)",
+                len(run["audit"]["problems"]),
+                "0",
+                run["audit"]["holds"],
+            ),
+        ]
+        if name == "summary_outage":
+            most = report.get("max_folds_per_turn", DEFAULT_MAX_FOLDS_PER_TURN)
+            rows += [
+                _target(
+                    "postgres",
+                    users,
+                    f"{name}: summary calls within the back-off after a failed one, any worker",
+                    ours["retried_within_backoff"],
+                    "0",
+                    ours["retried_within_backoff"] == 0,
+                ),
+                _target(
+                    "postgres",
+                    users,
+                    f"{name}: most summary calls in one fold, the catch-up included",
+                    ours["most_calls_in_one_fold"],
+                    f"<= Max Folds per Turn ({most})",
+                    ours["most_calls_in_one_fold"] <= most,
+                ),
+            ]
+        if name == "slow_summary":
+            # One fold per session at a time: a fold waits at most for the sessions ahead of it, a call each.
+            slow = report.get("slow_summary_seconds", 30.0)
+            bound = -(-users // places) * slow
+            wait = ours["fold_queue_wait_max_seconds"]
+            settled = next((e["waited_seconds"] for e in run["events"] if e["event"] == "folds settled"), None)
+            rows += [
+                _target(
+                    "postgres",
+                    users,
+                    f"{name}: fold queue wait, max",
+                    wait,
+                    f"<= {users} sessions over {places} places x {slow:g} s = {bound:g} s",
+                    wait is not None and wait <= bound,
+                ),
+                _target(
+                    "postgres",
+                    users,
+                    f"{name}: seconds until the folds settled after the last turn",
+                    settled,
+                    f"< {SETTLE_TIMEOUT_SECONDS:g} s",
+                    settled is not None and settled < SETTLE_TIMEOUT_SECONDS,
+                ),
+            ]
+        if across := run.get("sessions_folding_across_fault"):
+            rows.append(
+                _target(
+                    "postgres",
+                    users,
+                    f"{name}: sessions that folded before the fault and fold on after it",
+                    f"{across['before_and_after']} of {across['before']}",
+                    "all, at least 1",
+                    across["before"] >= 1 and across["before_and_after"] == across["before"],
+                )
+            )
+    return rows
+
+
 def _target(backend: str, n: int, name: str, measured: Any, limit: str, holds: bool) -> dict[str, Any]:
     return {"backend": backend, "users": n, "name": name, "measured": measured, "limit": limit, "holds": bool(holds)}
 
@@ -1119,6 +1230,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fault-seconds", type=float, default=70.0)
     parser.add_argument("--fault-at-seconds", type=float, default=30.0)
     parser.add_argument("--outage-seconds", type=float, default=5.0, help="PostgreSQL down this long")
+    parser.add_argument("--restart-at-seconds", type=float, default=60.0, help="PostgreSQL stopped this far in")
     parser.add_argument("--summary-outage-seconds", type=float, default=60.0)
     parser.add_argument("--recovery-seconds", type=float, default=50.0)
     parser.add_argument("--slow-summary-seconds", type=float, default=30.0)
@@ -1140,6 +1252,7 @@ def rescore(path: Path) -> int:
     for backend, runs in report["runs"].items():
         report[f"stock_saturates_at_{backend}"] = saturation(runs)
         report["targets"] += targets(backend, runs)
+    report["fault_targets"] = fault_targets(report) if report.get("faults") else []
     path.write_text(json.dumps(report, indent=1) + "\n")
     print(report_text(report))
     return 0
@@ -1163,6 +1276,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_folds_per_turn": DEFAULT_MAX_FOLDS_PER_TURN,
         "fault_users": args.fault_users,
         "fault_max_background_folds": args.fault_max_background_folds or DEFAULT_MAX_RUNNING,
+        "slow_summary_seconds": args.slow_summary_seconds,
         "runs": {},
         "faults": {},
         "targets": [],
@@ -1202,6 +1316,8 @@ def main(argv: list[str] | None = None) -> int:
                         database_engine(server) as engine,
                     ):
                         report["faults"] = fault_runs(server, engine, work_dir / "faults", args, pg)
+    report = with_earlier_parts(report, args)
+    report["fault_targets"] = fault_targets(report) if report["faults"] else []
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "load.json").write_text(json.dumps(report, indent=1) + "\n")
     if report["runs"]:
@@ -1216,6 +1332,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"AUDIT FAILED in {len(broken)} run(s): " + " | ".join("; ".join(a["problems"][:3]) for a in broken))
         return 1
     return 0
+
+
+RUN_KEYS = ("command", "commit", "max_background_folds", "runs", "targets", "rescored")
+FAULT_KEYS = (
+    "faults_command",
+    "faults_commit",
+    "fault_users",
+    "fault_max_background_folds",
+    "slow_summary_seconds",
+    "faults",
+)
+
+
+def with_earlier_parts(report: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """A run of only the load phases (`--faults none`) or only the faults (`--users ""`) keeps the other part of
+    the results file it writes, with the command and commit that part was measured at."""
+    report = {**report, "faults_command": report["command"], "faults_commit": report["commit"]}
+    path = args.out / "load.json"
+    if not path.exists() or (args.users and args.faults):
+        return report
+    earlier = json.loads(path.read_text())
+    earlier.setdefault("faults_command", earlier.get("command"))
+    earlier.setdefault("faults_commit", earlier.get("commit"))
+    kept = FAULT_KEYS if not args.faults else (*RUN_KEYS, *(k for k in earlier if k.startswith("stock_saturates")))
+    return {**report, **{key: earlier[key] for key in kept if key in earlier}}
 
 
 @contextmanager
@@ -1234,7 +1375,7 @@ def _no_postgres() -> Iterator[None]:
 
 def report_text(report: dict[str, Any]) -> str:
     lines = ["", "Targets:"]
-    for t in report["targets"]:
+    for t in [*report["targets"], *report.get("fault_targets", [])]:
         lines.append(
             f"{'PASS' if t['holds'] else 'FAIL'}  {t['backend']} N={t['users']} {t['name']}: "
             f"{t['measured']} (target {t['limit']})"

@@ -401,9 +401,12 @@ def load(report: dict[str, Any], name: str) -> list[str]:
         ]
     if report["faults"]:
         places = report.get("fault_max_background_folds", 4)
+        measured = ""
+        if report.get("faults_commit") and report.get("faults_commit") != report.get("commit"):
+            measured = f"; `{report['faults_command']}` at commit `{report['faults_commit']}`"
         lines += [
             f"Faults (PostgreSQL, two workers, {report['fault_users']} users per agent, {places} place(s) per worker "
-            "for folds after the reply):",
+            f"for folds after the reply{measured}):",
             "",
         ]
         lines += fault_table(report["faults"])
@@ -414,7 +417,7 @@ def load(report: dict[str, Any], name: str) -> list[str]:
             t["limit"],
             "PASS" if t["holds"] else "FAIL",
         ]
-        for t in report["targets"]
+        for t in [*report["targets"], *report.get("fault_targets", [])]
     ]
     return [*lines, "Targets:", "", *table(["target", "measured", "limit", ""], rows, "llll")]
 
