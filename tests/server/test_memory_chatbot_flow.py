@@ -45,7 +45,9 @@ def prompts(record_path: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def chatbot(langflow_server: LangflowServer, tmp_path_factory: pytest.TempPathFactory) -> tuple[ServerChat, Path]:
     record_path = tmp_path_factory.mktemp("memory-chatbot") / "calls.jsonl"
-    flow = memory_chatbot_offline(load_memory_chatbot_flow(), record_path, n_messages=N_MESSAGES, fold_batch=FOLD_BATCH)
+    flow = memory_chatbot_offline(
+        load_memory_chatbot_flow(), record_path, reply_delay=REPLY_DELAY, n_messages=N_MESSAGES, fold_batch=FOLD_BATCH
+    )
     chat = ServerChat.create(
         langflow_server, langflow_server.superuser_token, langflow_server.superuser_api_key, data=flow["data"]
     )

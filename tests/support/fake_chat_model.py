@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import re
+import time
 from dataclasses import dataclass
 
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -164,8 +165,8 @@ class FakeChatModel(BaseChatModel):
     message the agent sent (the summary message is one), joined by " || ".
     `worker_name` appends the process id, so a reply names the server worker that ran it.
 
-    Agent calls made through `ainvoke` wait `reply_delay` seconds (async) before they are recorded. Fold calls wait
-    `fold_delay` seconds (async) and for `fold_gate.wait()` (an `asyncio.Event`, say), then raise if
+    Agent calls wait `reply_delay` seconds before they are recorded (a streamed call in LangChain's worker thread).
+    Fold calls wait `fold_delay` seconds (async) and for `fold_gate.wait()` (an `asyncio.Event`, say), then raise if
     `fail_folds`, else take the next answer of `fold_script` (a text, an exception to raise, a function of the
     `FoldPrompt`, or None for the default), else the `fold_answer`: "facts" (`facts_answer`), "list" (`list_answer`)
     or a function of the `FoldPrompt`.
@@ -297,6 +298,8 @@ class FakeChatModel(BaseChatModel):
 
     def _stream(self, messages, stop=None, run_manager=None, **kwargs):
         # Word by word like a real provider, so a flow's event stream (the Playground's) carries token events.
+        if self.reply_delay and not is_fold_prompt(messages):
+            time.sleep(self.reply_delay)  # LangChain runs a synchronous stream in a worker thread
         self._record(messages)
         self.tools.append(kwargs.get("tools") or [])
         words = self._answer(messages).split(" ")
