@@ -1,13 +1,14 @@
 """Many runs on one session at once over HTTP, on a real `langflow run` with two workers on one Postgres database
 (folds after the reply, one at a time per session across workers): every run completes, no fold is lost or applied
-twice, versions only go up, and no summary call is wasted.
+twice, versions only go up, and no summary call is wasted. On the Summarizing Agent's flow and on the memory
+chatbot's (the Summarizing Message History's).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,13 @@ from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent i
 )
 from tests.support.agent_runs import QUIET_AGENT
 from tests.support.fake_chat_model import FakeChatModelComponent
-from tests.support.flow_files import read_records
+from tests.support.flow_files import (
+    OFFLINE_MODEL_ID,
+    load_memory_chatbot_flow,
+    memory_chatbot_offline,
+    node_of_type,
+    read_records,
+)
 from tests.support.fold_audit import FOLD_OFTEN, StateWatch, check_fold_bookkeeping
 from tests.support.postgres_database import fresh_postgres_database
 from tests.support.server_fixtures import LangflowServer, running_langflow_server
@@ -74,6 +81,24 @@ def summarizing_flow(record_path: Path, **agent_settings: Any) -> dict[str, Any]
     return flow
 
 
+def memory_chatbot_flow(record_path: Path, **history_settings: Any) -> dict[str, Any]:
+    """The shipped memory chatbot flow with the same offline model as `summarizing_flow`: it answers with the last
+    line of its prompt (the shipped prompt ends with the customer's new message) and the worker's name."""
+    flow = memory_chatbot_offline(load_memory_chatbot_flow(), record_path, **history_settings)
+    model = node_of_type(flow, "FakeChatModel")
+    assert model["id"] == OFFLINE_MODEL_ID
+    values = {"reply": "Noted:", "echo": "question_line", "worker_name": True, "fold_answer": "list", "fold_delay": 1.0}
+    for name, value in values.items():
+        model["data"]["node"]["template"][name]["value"] = value
+    return flow
+
+
+FLOWS = [
+    pytest.param(summarizing_flow, "Noted: {question} ", id="agent"),
+    pytest.param(memory_chatbot_flow, "Noted: The customer's new message: {question} ", id="message_history"),
+]
+
+
 def run_turn(server: LangflowServer, api_key: str, flow_id: str, session_id: str, text: str) -> str:
     # A client per request: a kept-alive connection would stick to one worker.
     with server.client(api_key=api_key) as client:
@@ -90,25 +115,29 @@ def worker_of(reply: str) -> str:
     return reply.rsplit("worker ", 1)[-1].rstrip("]")
 
 
-def concurrent_round(server: LangflowServer, api_key: str, flow_id: str, session_id: str, round_: int) -> set[str]:
-    """`CONCURRENT_RUNS` runs on one session at once; every one completes with its own answer. Returns their workers."""
+def concurrent_round(
+    server: LangflowServer, api_key: str, flow_id: str, session_id: str, round_: int, answer: str
+) -> set[str]:
+    """`CONCURRENT_RUNS` runs on one session at once; every one completes with its own answer (`answer`, formatted
+    with the question). Returns their workers."""
     questions = [f"concurrent question {round_}.{n}" for n in range(CONCURRENT_RUNS)]
     with ThreadPoolExecutor(CONCURRENT_RUNS) as pool:
         replies = list(pool.map(lambda text: run_turn(server, api_key, flow_id, session_id, text), questions))
     for question, reply in zip(questions, replies, strict=True):
-        assert reply.startswith(f"Noted: {question} "), reply
+        assert reply.startswith(answer.format(question=question)), reply
     return {worker_of(reply) for reply in replies}
 
 
 @pytest.mark.server
 @pytest.mark.postgres
+@pytest.mark.parametrize(("flow_of", "answer"), FLOWS)
 def test_concurrent_runs_on_two_workers_fold_each_message_once(
-    two_worker_server: LangflowServer, tmp_path: Path
+    two_worker_server: LangflowServer, tmp_path: Path, flow_of: Callable[..., dict[str, Any]], answer: str
 ) -> None:
     server = two_worker_server
     record_path = tmp_path / "calls.jsonl"
     with server.client(token=server.superuser_token) as client:
-        created = client.post("/api/v1/flows/", json=summarizing_flow(record_path, **FOLD_OFTEN))
+        created = client.post("/api/v1/flows/", json=flow_of(record_path, **FOLD_OFTEN))
     assert created.status_code in {200, 201}, created.text[:2000]
     flow_id = created.json()["id"]
     api_key = server.superuser_api_key
@@ -122,9 +151,9 @@ def test_concurrent_runs_on_two_workers_fold_each_message_once(
             # The health check answers once one worker is up; the other may still be booting, and an idle pair may
             # leave a round to one of them. Rounds go on until one round's runs were spread over both workers.
             deadline = time.monotonic() + WORKER_SPREAD_TIMEOUT
-            rounds = [concurrent_round(server, api_key, flow_id, session_id, 0)]
+            rounds = [concurrent_round(server, api_key, flow_id, session_id, 0, answer)]
             while len(rounds[-1]) < 2 and time.monotonic() < deadline:
-                rounds.append(concurrent_round(server, api_key, flow_id, session_id, len(rounds)))
+                rounds.append(concurrent_round(server, api_key, flow_id, session_id, len(rounds), answer))
         assert len(rounds[-1]) == 2, f"no round of runs was spread over two workers in {len(rounds)} rounds: {rounds}"
         state = check_fold_bookkeeping(engine, uuid.UUID(flow_id), session_id)
 
