@@ -1141,7 +1141,8 @@ def fault_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                     settled is not None and settled < SETTLE_TIMEOUT_SECONDS,
                 ),
             ]
-        if across := run.get("sessions_folding_across_fault"):
+        # A fault the sessions must outlast with their summaries; the outage's catch-up is its row above.
+        if name in ("pg_restart", "worker_kill") and (across := run.get("sessions_folding_across_fault")):
             rows.append(
                 _target(
                     "postgres",
