@@ -37,6 +37,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -1237,6 +1238,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--slow-summary-seconds", type=float, default=30.0)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument(
+        "--keep-records",
+        type=Path,
+        default=None,
+        help="copy each phase's model calls (*-calls.jsonl) and the servers' logs here before the work folder goes",
+    )
+    parser.add_argument(
         "--rescore",
         type=Path,
         default=None,
@@ -1317,6 +1324,8 @@ def main(argv: list[str] | None = None) -> int:
                         database_engine(server) as engine,
                     ):
                         report["faults"] = fault_runs(server, engine, work_dir / "faults", args, pg)
+        if args.keep_records is not None:
+            keep_records(work_dir, args.keep_records)
     report = with_earlier_parts(report, args)
     report["fault_targets"] = fault_targets(report) if report["faults"] else []
     args.out.mkdir(parents=True, exist_ok=True)
@@ -1333,6 +1342,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"AUDIT FAILED in {len(broken)} run(s): " + " | ".join("; ".join(a["problems"][:3]) for a in broken))
         return 1
     return 0
+
+
+def keep_records(work_dir: Path, to: Path) -> None:
+    """The model calls of every phase and the servers' logs, kept to read a run again."""
+    for path in [*work_dir.rglob("*-calls.jsonl"), *work_dir.rglob("*.log")]:
+        target = to / path.relative_to(work_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    print(f"Kept the model calls and server logs in {to}", flush=True)
 
 
 RUN_KEYS = ("command", "commit", "max_background_folds", "runs", "targets", "rescored")
