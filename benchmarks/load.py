@@ -1165,7 +1165,7 @@ def fault_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                     users,
                     f"{name}: sessions that folded before the fault and, chatting again after it "
                     f"({DEFAULT_FOLD_BATCH}+ answered turns), folded on",
-                    f"{folded} of {chatting}; of all {across['before']} that folded before, {across['before_and_after']}",
+                    f"{folded} of {chatting}; {across['before_and_after']} of all {across['before']} folded before",
                     "all, at least 1",
                     chatting >= 1 and folded == chatting,
                 )
