@@ -1,0 +1,57 @@
+"""The load benchmark's fault rows and its results file, on the saved results: no server, no timing."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from benchmarks.load import fault_targets, parse_args, with_earlier_parts
+
+ROOT = Path(__file__).resolve().parents[2]
+SAVED = json.loads((ROOT / "benchmarks" / "results" / "load.json").read_text())
+
+
+def row(report: dict, fault: str, starts: str) -> dict:
+    [found] = [t for t in fault_targets(report) if t["name"].startswith(f"{fault}: {starts}")]
+    return found
+
+
+def test_each_fault_has_its_rows():
+    names = {t["name"].split(":", 1)[0] for t in fault_targets(SAVED)}
+    assert names == {"slow_summary", "summary_outage", "worker_kill", "pg_restart"}
+    assert row(SAVED, "summary_outage", "summary calls within the back-off")
+    assert row(SAVED, "summary_outage", "most summary calls in one fold")
+    assert row(SAVED, "slow_summary", "fold queue wait")
+
+
+def test_a_session_chatting_again_after_a_restart_that_never_folds_again_fails_the_restart():
+    report = copy.deepcopy(SAVED)
+    across = report["faults"]["pg_restart"]["sessions_folding_across_fault"]
+    across.update(chatting_after=2, chatting_after_and_folded=2)
+    assert row(report, "pg_restart", "sessions that folded before")["holds"]
+
+    across.update(chatting_after_and_folded=1)
+    assert not row(report, "pg_restart", "sessions that folded before")["holds"]
+
+    across.update(chatting_after=0, chatting_after_and_folded=0)
+    assert not row(report, "pg_restart", "sessions that folded before")["holds"], "no session chatted again"
+
+
+def test_a_retry_within_the_back_off_in_any_worker_fails_the_outage():
+    report = copy.deepcopy(SAVED)
+    report["faults"]["summary_outage"]["agents"]["summarizing"]["retried_within_backoff"] = 1
+    assert not row(report, "summary_outage", "summary calls within the back-off")["holds"]
+
+
+def test_a_faults_only_run_keeps_the_saved_load_phases(tmp_path):
+    (tmp_path / "load.json").write_text(json.dumps(SAVED))
+    args = parse_args(["--backends", "postgres", "--users", "", "--faults", "pg_restart", "--out", str(tmp_path)])
+    fresh = {"command": "faults only", "commit": "abc1234", "runs": {}, "targets": [], "faults": {"pg_restart": {}}}
+
+    merged = with_earlier_parts(fresh, args)
+
+    assert merged["runs"] == SAVED["runs"] and merged["targets"] == SAVED["targets"]
+    assert (merged["command"], merged["commit"]) == (SAVED["command"], SAVED["commit"])
+    assert merged["faults"] == {"pg_restart": {}}
+    assert (merged["faults_command"], merged["faults_commit"]) == ("faults only", "abc1234")
