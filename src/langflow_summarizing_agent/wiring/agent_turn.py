@@ -198,8 +198,9 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
 
     if folds.running(scope.key):
         turn = replace(turn, busy=True, due=None)
-    if folds.enabled and not compact and (folds.waiting(scope.key) or not folds.running(scope.key)):
-        # Starts the fold after this reply, or hands this turn's to the session's fold still waiting for a place.
+    if folds.enabled and not compact:
+        # Starts the fold after this reply; hands this turn's job to the session's fold still waiting for a place,
+        # or leaves it for after the session's running fold.
         _fold_after_reply(component, DatabaseStore(scope, through=input_id), summarizer, settings, observer)
     history = await history_messages(turn, scope.session_id, as_chat_message)
     previous = folds.take_outcome(scope.key) if folds.enabled else None

@@ -8,6 +8,9 @@ those folds, a plain registry of tasks by session scope: what a fold does is the
   environment variable `SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS`, default 4); more folds wait for a place, one per
   session: a later turn of a session whose fold still waits gives it its own job, so the fold that gets the place
   folds what the newest turn left, not what was due when it began to wait;
+- a turn that finds its session's fold running leaves its job as the session's next fold, which starts when the
+  running one ends (only the newest turn's: at most one running and one next fold per session), so what that turn
+  left is folded without waiting for another turn;
 - each fold holds the session's fold lock (`SessionStore.fold_lock`), so a fold running in another worker makes
   this one skip without a summary call;
 - a fold that fails is logged and recorded for the session's next turn; one that is cancelled (the server shuts
@@ -50,8 +53,11 @@ class BackgroundFolds:
         self._jobs: dict[
             ScopeKey, tuple[Callable[[], Awaitable[FoldResult | None]], Callable[[], Awaitable[None]] | None]
         ] = {}
-        """The fold each waiting session will run, and what it waits for first."""
-        """The job of each fold still waiting for a place: the newest turn's."""
+        """The fold each waiting session will run (the newest turn's job), and what it waits for first."""
+        self._next: dict[
+            ScopeKey, tuple[Callable[[], Awaitable[FoldResult | None]], Callable[[], Awaitable[None]] | None]
+        ] = {}
+        """The fold each session runs once its running fold ends: the newest turn's job."""
         self._outcomes: OrderedDict[ScopeKey, FoldResult] = OrderedDict()
         self._places: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
@@ -79,44 +85,49 @@ class BackgroundFolds:
         fold: Callable[[], Awaitable[FoldResult | None]],
         *,
         after: Callable[[], Awaitable[None]] | None = None,
-    ) -> bool:
-        """Run `fold` in the background unless the session's fold is running; a fold still waiting runs `fold`
-        instead of its own (after `after`, if it has not waited for it yet). With `after`, the fold waits for it
-        first, holding the session's place but none of the process's summary calls. True when `fold` will run."""
+    ) -> None:
+        """Run `fold` in the background. A fold of the session still waiting runs `fold` instead of its own (after
+        `after`, if it has not waited for it yet); a fold of the session running now is followed by `fold`, in place
+        of any job left for after it before. With `after`, the fold waits for it first, holding the session's place
+        but none of the process's summary calls."""
         if key in self._jobs:
             self._jobs[key] = (fold, after)
-            return True
-        if key in self._tasks:
-            return False
-        self._jobs[key] = (fold, after)
-        task = asyncio.get_running_loop().create_task(self._run(key), name="summarizing-agent-fold")
-        self._tasks[key] = task
-        task.add_done_callback(lambda done: self._tasks.pop(key) if self._tasks.get(key) is done else None)
-        return True
+        elif key in self._tasks:
+            self._next[key] = (fold, after)
+        else:
+            self._jobs[key] = (fold, after)
+            task = asyncio.get_running_loop().create_task(self._run(key), name="summarizing-agent-fold")
+            self._tasks[key] = task
+            task.add_done_callback(lambda done: self._ended(key, done))
+
+    def _ended(self, key: ScopeKey, task: asyncio.Task[None]) -> None:
+        if self._tasks.get(key) is task:
+            self._tasks.pop(key)
+        following = self._next.pop(key, None)
+        if following is not None and not task.cancelled():
+            self.start(key, following[0], after=following[1])
 
     def take_outcome(self, key: ScopeKey) -> FoldResult | None:
         """The outcome of the session's last background fold, once: the next turn reports it."""
         return self._outcomes.pop(key, None)
 
     async def wait(self, key: ScopeKey) -> None:
-        """Wait for the session's running fold, if any, to end (however it ends)."""
-        task = self._tasks.get(key)
-        if task is not None:
-            await asyncio.wait([task])
+        """Wait for the session's running fold, and the one left for after it, to end (however they end)."""
+        await self.wait_for(lambda k: k == key)
 
     async def wait_for(self, match: Callable[[ScopeKey], bool]) -> None:
-        """Wait for the running folds whose session `match` accepts to end."""
-        tasks = [task for key, task in self._tasks.items() if match(key)]
-        if tasks:
+        """Wait for the folds whose session `match` accepts to end, those that follow them included."""
+        # A fold's end starts the session's next fold before its waiters resume (its callbacks run in order).
+        while tasks := [task for key, task in self._tasks.items() if match(key)]:
             await asyncio.wait(tasks)
 
     async def wait_all(self) -> None:
-        """Wait for every running fold to end."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks.values()))
+        """Wait for every fold to end, those that follow them included."""
+        await self.wait_for(lambda _: True)
 
     async def shutdown(self) -> None:
         """Cancel every running fold and wait for them to end: their summaries stay as they were."""
+        self._next.clear()
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()

@@ -163,7 +163,7 @@ async def history(component: Any, stock_retrieval: StockRetrieval) -> History:
 
     if folds.running(scope.key):
         turn = replace(turn, busy=True, due=None)
-    elif folds.enabled:
+    if folds.enabled:
         _fold_after_the_flow(component, store, summarizer, settings)
     messages = await history_messages(turn, scope.session_id, as_chat_message)
     previous = folds.take_outcome(scope.key) if folds.enabled else None
