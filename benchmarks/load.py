@@ -951,7 +951,7 @@ def fault_runs(
     results: dict[str, dict[str, Any]] = {}
     for name in args.faults:
         try:
-            results[name] = fault_run(server, engine, work_dir, args, pg, name)
+            results[name] = {**fault_run(server, engine, work_dir, args, pg, name), "commit": commit()}
         except Exception as exc:  # noqa: BLE001 - one fault that cannot run is reported; the others still run
             print(f"{name}: did not complete: {type(exc).__name__}: {exc}", flush=True)
             results[name] = {"error": f"{type(exc).__name__}: {exc}"}
@@ -1156,7 +1156,18 @@ def fault_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                 ),
             ]
         # A fault the sessions must outlast with their summaries; the outage's catch-up is its row above.
-        if name in ("pg_restart", "worker_kill") and (across := run.get("sessions_folding_across_fault")):
+        if name == "worker_kill" and (across := run.get("sessions_folding_across_fault")):
+            rows.append(
+                _target(
+                    "postgres",
+                    users,
+                    f"{name}: sessions that folded before the fault and fold on after it",
+                    f"{across['before_and_after']} of {across['before']}",
+                    "all, at least 1",
+                    across["before"] >= 1 and across["before_and_after"] == across["before"],
+                )
+            )
+        if name == "pg_restart" and (across := run.get("sessions_folding_across_fault")):
             chatting = across.get("chatting_after", across["before"])
             folded = across.get("chatting_after_and_folded", across["before_and_after"])
             rows.append(
@@ -1398,7 +1409,12 @@ def with_earlier_parts(report: dict[str, Any], args: argparse.Namespace) -> dict
     earlier.setdefault("faults_command", earlier.get("command"))
     earlier.setdefault("faults_commit", earlier.get("commit"))
     kept = FAULT_KEYS if not args.faults else (*RUN_KEYS, *(k for k in earlier if k.startswith("stock_saturates")))
-    return {**report, **{key: earlier[key] for key in kept if key in earlier}}
+    merged = {**report, **{key: earlier[key] for key in kept if key in earlier}}
+    if args.faults and set(args.faults) != set(FAULTS):
+        # Some faults re-run: the others keep their saved results, each with the commit it ran at.
+        for name, fault in earlier.get("faults", {}).items():
+            merged["faults"].setdefault(name, {**fault, "commit": fault.get("commit", earlier["faults_commit"])})
+    return merged
 
 
 @contextmanager

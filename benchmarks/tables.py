@@ -344,7 +344,7 @@ FAULT_LABELS = {
 }
 
 
-def fault_table(faults: dict[str, dict[str, Any]]) -> list[str]:
+def fault_table(faults: dict[str, dict[str, Any]], faults_commit: str | None = None) -> list[str]:
     header = [
         "fault",
         "failed turns in the fault, Agent / Summarizing",
@@ -370,9 +370,12 @@ def fault_table(faults: dict[str, dict[str, Any]]) -> list[str]:
             else str(stock["failed_turns"] + ours["failed_turns"])
         )
         audit = run["audit"]
+        label = FAULT_LABELS.get(name, name)
+        if run.get("commit") and run["commit"] != faults_commit:
+            label += f" (at `{run['commit']}`)"
         rows.append(
             [
-                FAULT_LABELS.get(name, name),
+                label,
                 inside,
                 outside,
                 str(ours["turns_waited"]),
@@ -409,7 +412,7 @@ def load(report: dict[str, Any], name: str) -> list[str]:
             f"for folds after the reply{measured}):",
             "",
         ]
-        lines += fault_table(report["faults"])
+        lines += fault_table(report["faults"], report.get("faults_commit"))
     rows = [
         [
             f"{t['backend']} N={t['users']}: {t['name']}",

@@ -53,5 +53,9 @@ def test_a_faults_only_run_keeps_the_saved_load_phases(tmp_path):
 
     assert merged["runs"] == SAVED["runs"] and merged["targets"] == SAVED["targets"]
     assert (merged["command"], merged["commit"]) == (SAVED["command"], SAVED["commit"])
-    assert merged["faults"] == {"pg_restart": {}}
+    assert merged["faults"]["pg_restart"] == {}
+    assert set(merged["faults"]) == set(SAVED["faults"]), "the faults not re-run keep their saved results"
+    assert merged["faults"]["slow_summary"]["commit"] == SAVED["faults"]["slow_summary"].get(
+        "commit", SAVED.get("faults_commit", SAVED["commit"])
+    )
     assert (merged["faults_command"], merged["faults_commit"]) == ("faults only", "abc1234")
