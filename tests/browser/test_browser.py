@@ -61,6 +61,8 @@ WAIT_SECONDS = 45
 TURN_WAIT_SECONDS = 90
 SAVE_WAIT_SECONDS = 20
 CHAT_MESSAGES = 15
+STEP_TEXT = "//*[starts-with(normalize-space(.), 'Memory: summary covers')]"
+COVERED = re.compile(r"summary covers (\d+) earlier messages")
 CHROMIUM_ARGUMENTS = (
     "--headless",
     "--no-sandbox",
@@ -289,16 +291,18 @@ def test_the_playground_shows_the_memory_step_and_deleting_the_session_drops_its
         steps = _wait_for(browser, lambda d: d.find_elements(By.XPATH, step_title), "the memory steps")
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", steps[-1])
         steps[-1].click()
-        opened = _wait_for(
+        # The step's text is in the page before it is shown (it slides open); Selenium reads only shown text.
+        opened_text = _wait_for(
             browser,
             lambda d: [
-                t for t in d.find_elements(By.XPATH, "//*[starts-with(normalize-space(.), 'Memory: summary covers')]")
+                text
+                for element in d.find_elements(By.XPATH, STEP_TEXT)
+                if COVERED.search(text := element.text)
             ],
             "the memory step to open",
         )[-1]
-        opened_text = opened.text
         # The step tells what the last turn's model got; the fold after that reply may have folded more since.
-        covered = re.search(r"summary covers (\d+) earlier messages", opened_text)
+        covered = COVERED.search(opened_text)
         assert covered is not None, opened_text
         assert 0 < int(covered.group(1)) <= state["absorbed_count"]
         assert "pinned: project_id" in opened_text

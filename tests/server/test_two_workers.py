@@ -84,7 +84,8 @@ def summarizing_flow(record_path: Path, **agent_settings: Any) -> dict[str, Any]
 def memory_chatbot_flow(record_path: Path, **history_settings: Any) -> dict[str, Any]:
     """The shipped memory chatbot flow with the same offline model as `summarizing_flow`: it answers with the last
     line of its prompt (the shipped prompt ends with the customer's new message) and the worker's name."""
-    flow = memory_chatbot_offline(load_memory_chatbot_flow(), record_path, **history_settings)
+    # Its replies take as long as a summary call, so a round's runs are still in flight when the first folds save.
+    flow = memory_chatbot_offline(load_memory_chatbot_flow(), record_path, reply_delay=1.0, **history_settings)
     model = node_of_type(flow, "FakeChatModel")
     assert model["id"] == OFFLINE_MODEL_ID
     values = {"reply": "Noted:", "echo": "question_line", "worker_name": True, "fold_answer": "list", "fold_delay": 1.0}

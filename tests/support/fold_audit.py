@@ -18,6 +18,8 @@ FOLD_OFTEN = {
     "n_messages": 2,
     "fold_batch": 2,
     "history_token_budget": 0,
+    # The summary model lists every folded message; a budget of 300 words would clip that list and lose names.
+    "summary_words": 5000,
 }
 
 STATE_SQL = """
