@@ -295,9 +295,7 @@ def test_the_playground_shows_the_memory_step_and_deleting_the_session_drops_its
         opened_text = _wait_for(
             browser,
             lambda d: [
-                text
-                for element in d.find_elements(By.XPATH, STEP_TEXT)
-                if COVERED.search(text := element.text)
+                text for element in d.find_elements(By.XPATH, STEP_TEXT) if COVERED.search(text := element.text)
             ],
             "the memory step to open",
         )[-1]
