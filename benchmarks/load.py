@@ -450,7 +450,9 @@ def settle(record_path: Path, engine: sa.Engine, flow_id: str) -> float:
 
 
 MESSAGES_SQL = (
-    "SELECT id, text FROM message WHERE flow_id = :flow_id AND session_id = :session_id ORDER BY timestamp, id"
+    "SELECT id, text FROM message WHERE flow_id = :flow_id AND session_id = :session_id "
+    # What a fold reads: not the error rows Langflow stores for a failed turn (as during a database restart).
+    "AND COALESCE(error, :no) = :no AND COALESCE(category, '') <> 'error' ORDER BY timestamp, id"
 )
 STATE_SQL = (
     "SELECT session_id, summary, absorbed_count, covered_until_message_id, version, failed_folds, retry_after "
@@ -514,7 +516,9 @@ def audit_phase(
             if session_id in deleted:
                 continue
             sessions += 1
-            stored = connection.execute(sa.text(MESSAGES_SQL), {"flow_id": flow, "session_id": session_id}).all()
+            stored = connection.execute(
+                sa.text(MESSAGES_SQL), {"flow_id": flow, "session_id": session_id, "no": False}
+            ).all()
             ids = [str(uuid.UUID(str(m.id))) for m in stored]
             markers = [message_marker(m.text) for m in stored]
             summary = [message_marker(line) for line in (row.summary or "").splitlines()]
