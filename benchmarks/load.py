@@ -89,6 +89,10 @@ WARM_UP_TURNS = 4
 FAULT_MARGIN_SECONDS = 5.0
 """A failed turn that ended this long after a fault's window closed is still counted as the fault's."""
 DATABASE = "langflow_load"
+FAULT_SERVER_LOGS = {"LANGFLOW_LOG_ENV": "container"}
+"""Langflow's JSON logs, as its docs set them up for production (Grafana and Loki). Its default console renders
+each logged exception's traceback with rich: ~0.75 s of CPU in the worker's event loop on this machine. A database
+restart has Langflow log dozens of them, and every turn of both agents waited 20 to 90 s behind them."""
 FAULTS = ("slow_summary", "summary_outage", "worker_kill", "pg_restart")
 """In the order they run: the database restart last."""
 AGENTS = ("stock", "summarizing")
@@ -195,20 +199,6 @@ def flow_data(agent: str, record_path: Path, control_path: Path, args: argparse.
 
 
 @contextmanager
-def server_environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-@contextmanager
 def langflow_server(
     backend: str,
     work_dir: Path,
@@ -216,28 +206,28 @@ def langflow_server(
     *,
     max_background_folds: int,
     migrated: bool = False,
+    logs: dict[str, str] | None = None,
 ) -> Iterator[LangflowServer]:
-    """`langflow run` on SQLite with one worker, or on `database` of `pg` with two."""
+    """`langflow run` on SQLite with one worker, or on `database` of `pg` with two; `logs`, Langflow's log settings
+    (its default console when None)."""
     work_dir.mkdir(parents=True, exist_ok=True)
     if backend == "sqlite":
         url, workers = f"sqlite:///{work_dir / 'langflow.db'}", 1
     else:
         assert pg is not None
         url, workers = pg.database_url(DATABASE), 2
-    environment = {"LANGFLOW_WORKER_TIMEOUT": "300"}
+    settings = {"LANGFLOW_WORKER_TIMEOUT": "300", **(logs or {})}
     if max_background_folds:
-        environment[MAX_RUNNING_ENV] = str(max_background_folds)
+        settings[MAX_RUNNING_ENV] = str(max_background_folds)
     if workers > 1 and not migrated:
         # Migrated once before the workers start: two workers migrating a fresh database at once were seen to
         # take minutes on a busy machine.
         config_dir = work_dir / "langflow-config"
         config_dir.mkdir(parents=True, exist_ok=True)
-        with server_environment(environment):
-            migrate(_server_environment(config_dir, url), work_dir / "langflow-migration.log")
-    with (
-        server_environment(environment),
-        running_langflow_server(work_dir, url, workers=workers, startup_timeout=STARTUP_TIMEOUT_SECONDS) as server,
-    ):
+        migrate({**_server_environment(config_dir, url), **settings}, work_dir / "langflow-migration.log")
+    with running_langflow_server(
+        work_dir, url, workers=workers, startup_timeout=STARTUP_TIMEOUT_SECONDS, settings=settings
+    ) as server:
         yield server
 
 
@@ -1323,6 +1313,7 @@ def main(argv: list[str] | None = None) -> int:
         "fault_users": args.fault_users,
         "fault_max_background_folds": args.fault_max_background_folds or DEFAULT_MAX_RUNNING,
         "slow_summary_seconds": args.slow_summary_seconds,
+        "fault_server_logs": FAULT_SERVER_LOGS,
         "runs": {},
         "faults": {},
         "targets": [],
@@ -1358,6 +1349,7 @@ def main(argv: list[str] | None = None) -> int:
                             pg,
                             max_background_folds=args.fault_max_background_folds,
                             migrated=bool(args.users),
+                            logs=FAULT_SERVER_LOGS,
                         ) as server,
                         database_engine(server) as engine,
                     ):
@@ -1398,6 +1390,7 @@ FAULT_KEYS = (
     "fault_users",
     "fault_max_background_folds",
     "slow_summary_seconds",
+    "fault_server_logs",
     "faults",
 )
 

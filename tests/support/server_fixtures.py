@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -199,15 +199,21 @@ def _migrate_before_workers(environment: dict[str, str], log_path: Path) -> None
 
 @contextmanager
 def running_langflow_server(
-    work_dir: Path, database_url: str, *, workers: int = 1, startup_timeout: float = STARTUP_TIMEOUT_SECONDS
+    work_dir: Path,
+    database_url: str,
+    *,
+    workers: int = 1,
+    startup_timeout: float = STARTUP_TIMEOUT_SECONDS,
+    settings: Mapping[str, str] | None = None,
 ) -> Iterator[LangflowServer]:
     """Start `langflow run` in its own process group, wait until healthy, stop the whole group after.
 
-    The server also serves Langflow's web UI (no `--backend-only`), so browser tests can share it.
+    The server also serves Langflow's web UI (no `--backend-only`), so browser tests can share it. `settings` are
+    environment variables of the server's (`LANGFLOW_*` ones included, which it inherits from no one else).
     """
     config_dir = work_dir / "langflow-config"
     config_dir.mkdir(parents=True, exist_ok=True)
-    environment = _server_environment(config_dir, database_url)
+    environment = {**_server_environment(config_dir, database_url), **(settings or {})}
     if workers > 1:
         # 1.13 wants consent to run several workers without a shared queue (Redis).
         environment["LANGFLOW_DANGEROUSLY_ALLOW_MULTI_WORKER_WITHOUT_SHARED_QUEUE"] = "true"
