@@ -37,6 +37,7 @@ import asyncio
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import statistics
@@ -489,9 +490,14 @@ def delete_sessions(server: LangflowServer, token: str, session_ids: list[str]) 
 
 
 def audit_phase(
-    engine: sa.Engine, phase: Phase, flow_id: str, deleted: list[str], n_messages: int = N_MESSAGES
+    engine: sa.Engine,
+    phase: Phase,
+    flow_id: str,
+    delete: Callable[[], list[str]] = list,
+    n_messages: int = N_MESSAGES,
 ) -> dict[str, Any]:
-    """Per session, from the database: what the summary covers, folded exactly once; nothing left behind."""
+    """Per session, from the database: what the summary covers, folded exactly once. Then `delete` deletes some
+    sessions (returning their ids), and none of them may leave its state row behind."""
     flow = flow_key(engine, flow_id)
     problems: list[str] = []
     sessions = 0
@@ -499,12 +505,7 @@ def audit_phase(
     unfolded_waiting = 0
     with engine.connect() as connection:
         rows = {row.session_id: row for row in connection.execute(sa.text(STATE_SQL), {"flow_id": flow})}
-        for session_id in deleted:
-            if session_id in rows:
-                problems.append(f"{session_id}: deleted, but its state row is still there")
         for session_id, row in rows.items():
-            if session_id in deleted:
-                continue
             sessions += 1
             stored = connection.execute(
                 sa.text(MESSAGES_SQL), {"flow_id": flow, "session_id": session_id, "no": False}
@@ -541,6 +542,12 @@ def audit_phase(
             counts = [c for _, c in seen]
             if counts != sorted(counts):
                 problems.append(f"{session_id}: a saved fold was undone: {seen}")
+    deleted = delete()
+    with engine.connect() as connection:
+        left = {row.session_id for row in connection.execute(sa.text(STATE_SQL), {"flow_id": flow})}
+    problems += [
+        f"{session_id}: deleted, but its state row is still there" for session_id in deleted if session_id in left
+    ]
     return {
         "holds": not problems,
         "sessions": sessions,
@@ -878,8 +885,14 @@ def run_phase(
     read_memory_steps(engine, phase, flow_ids["summarizing"])
     summary_state = final_summaries(engine, flow_ids["summarizing"])
     summarizing_sessions = [f"load-{name}-{session_marker('summarizing', u)}" for u in range(users)]
-    deleted = delete_sessions(server, token, summarizing_sessions[: max(1, users // 4)])
-    audit = audit_phase(engine, phase, flow_ids["summarizing"], deleted, args.n_messages)
+    # Every session is audited, then a quarter of them (at least one) is deleted and must leave no state row.
+    audit = audit_phase(
+        engine,
+        phase,
+        flow_ids["summarizing"],
+        lambda: delete_sessions(server, token, summarizing_sessions[: max(1, users // 4)]),
+        args.n_messages,
+    )
     report = phase_report(phase, summary_state, audit)
     if window is not None:
         report["failed_turns_in_fault"] = failures_during(phase, *window, margin=FAULT_MARGIN_SECONDS)
@@ -1299,7 +1312,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rescore is not None:
         return rescore(args.rescore)
     report: dict[str, Any] = {
-        "command": " ".join(["python -m benchmarks.load", *(sys.argv[1:] if argv is None else argv)]),
+        "command": shlex.join(["python", "-m", "benchmarks.load", *(sys.argv[1:] if argv is None else argv)]),
         "commit": commit(),
         "cpus": os.cpu_count(),
         "agent_seconds": args.agent_seconds,

@@ -1,6 +1,7 @@
 """The load benchmark's audit (`benchmarks.load.audit_phase`) on a real Langflow database: it counts the messages a
 fold reads, so the error row Langflow stores for a turn that failed (as during a database restart) is no message the
-summary must name."""
+summary must name; and it fails on each rule broken: a message folded twice, a `folded_count` other than what the
+cursor covers, a version that went down, a deleted session's state row left behind."""
 
 from __future__ import annotations
 
@@ -21,6 +22,95 @@ MARKERS = ["s1001-u0", "s1001-a0", "s1001-u1", "s1001-a1", "s1001-u2", "s1001-a2
 
 def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
+
+
+async def folded_session(
+    memory_scope: MemoryScope, insert_messages, *, summary_markers: list[str] = MARKERS, folded_count: int = 6
+) -> None:
+    """The session of `memory_scope` with `MARKERS` stored and a saved summary listing `summary_markers`, its
+    cursor at the newest message."""
+    stored = await insert_messages(memory_scope, [(at(n), f"#{marker}# words") for n, marker in enumerate(MARKERS)])
+    newest = stored[-1]
+    summary = Summary(
+        text="\n".join(f"- folded #{marker}#" for marker in summary_markers),
+        cursor=Cursor(newest.timestamp, str(newest.id)),
+        folded_count=folded_count,
+    )
+    assert await DatabaseStore(Scope(**dataclasses.asdict(memory_scope.scope()))).save(summary) is not None
+
+
+def audit(langflow_db: LangflowDatabase, memory_scope: MemoryScope, **options) -> dict:
+    engine = sa.create_engine(langflow_db.url, poolclass=sa.pool.NullPool)
+    try:
+        phase = Phase(name="audit", backend=langflow_db.backend, users=1, seconds=1.0, think_seconds=0.0)
+        phase.versions = options.pop("versions", {})
+        delete = options.pop("delete", None)
+        return audit_phase(
+            engine, phase, str(memory_scope.flow_id), (lambda: delete(engine)) if delete else list, n_messages=2
+        )
+    finally:
+        engine.dispose()
+
+
+async def test_the_audit_holds_on_a_session_folded_once(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
+) -> None:
+    await folded_session(memory_scope, insert_messages)
+    result = audit(langflow_db, memory_scope, versions={memory_scope.session_id: [(1, 2), (2, 4), (3, 6)]})
+    assert result["problems"] == []
+    assert result["holds"]
+    assert (result["sessions"], result["folded_messages"]) == (1, len(MARKERS))
+
+
+async def test_the_audit_fails_on_a_message_folded_twice(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
+) -> None:
+    await folded_session(memory_scope, insert_messages, summary_markers=[*MARKERS[:3], *MARKERS[2:]], folded_count=6)
+    result = audit(langflow_db, memory_scope)
+    assert not result["holds"]
+    assert any("folded twice" in problem and MARKERS[2] in problem for problem in result["problems"])
+
+
+async def test_the_audit_fails_on_a_folded_count_other_than_what_the_cursor_covers(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
+) -> None:
+    await folded_session(memory_scope, insert_messages, folded_count=4)
+    result = audit(langflow_db, memory_scope)
+    assert not result["holds"]
+    assert result["problems"] == [f"{memory_scope.session_id}: folded_count 4, the cursor covers 6"]
+
+
+async def test_the_audit_fails_on_a_version_that_went_down(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
+) -> None:
+    await folded_session(memory_scope, insert_messages)
+    result = audit(langflow_db, memory_scope, versions={memory_scope.session_id: [(1, 2), (3, 6), (2, 4)]})
+    assert not result["holds"]
+    assert any("the version went down" in problem for problem in result["problems"])
+
+
+@pytest.mark.parametrize("purged", [True, False])
+async def test_the_audit_deletes_after_checking_folds_and_fails_on_a_state_row_left_behind(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages, purged: bool
+) -> None:
+    await folded_session(memory_scope, insert_messages)
+
+    def delete(engine: sa.Engine) -> list[str]:
+        # What a session delete does to the state row when the purge works (`purged`), or not at all.
+        if purged:
+            with engine.begin() as connection:
+                connection.execute(
+                    sa.text("DELETE FROM session_memory_state WHERE session_id = :session_id"),
+                    {"session_id": memory_scope.session_id},
+                )
+        return [memory_scope.session_id]
+
+    result = audit(langflow_db, memory_scope, delete=delete)
+    # The deleted session was audited before it went: its folds count.
+    assert (result["sessions"], result["folded_messages"], result["deleted_sessions"]) == (1, len(MARKERS), 1)
+    assert result["holds"] is purged
+    if not purged:
+        assert result["problems"] == [f"{memory_scope.session_id}: deleted, but its state row is still there"]
 
 
 @pytest.mark.parametrize("with_error_row", [False, True])
@@ -54,7 +144,7 @@ async def test_the_audit_holds_when_a_failed_turn_left_an_error_row_among_the_fo
     engine = sa.create_engine(langflow_db.url, poolclass=sa.pool.NullPool)
     try:
         phase = Phase(name="audit", backend=langflow_db.backend, users=1, seconds=1.0, think_seconds=0.0)
-        audit = audit_phase(engine, phase, str(scope.flow_id), deleted=[], n_messages=2)
+        audit = audit_phase(engine, phase, str(scope.flow_id), n_messages=2)
     finally:
         engine.dispose()
     assert audit["problems"] == []
