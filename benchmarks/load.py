@@ -62,8 +62,13 @@ from benchmarks.load_model import MARKER, LoadModelComponent
 from benchmarks.own_postgres import OwnPostgres, own_postgres
 from benchmarks.revision import commit
 from langflow_summarizing_agent.engine.fold import FOLD_RETRY_BASE
+from langflow_summarizing_agent.engine.prompt import count_words
 from langflow_summarizing_agent.engine.report import BUSY_NOTE
-from langflow_summarizing_agent.engine.settings import DEFAULT_FOLD_BATCH, DEFAULT_MAX_FOLDS_PER_TURN
+from langflow_summarizing_agent.engine.settings import (
+    DEFAULT_FOLD_BATCH,
+    DEFAULT_MAX_FOLDS_PER_TURN,
+    DEFAULT_SUMMARY_WORDS,
+)
 from langflow_summarizing_agent.wiring.background import DEFAULT_MAX_RUNNING, MAX_RUNNING_ENV
 from tests.support.server_fixtures import (
     LangflowServer,
@@ -495,6 +500,7 @@ def audit_phase(
     flow_id: str,
     delete: Callable[[], list[str]] = list,
     n_messages: int = N_MESSAGES,
+    summary_words: int = DEFAULT_SUMMARY_WORDS,
 ) -> dict[str, Any]:
     """Per session, from the database: what the summary covers, folded exactly once. Then `delete` deletes some
     sessions (returning their ids), and none of them may leave its state row behind."""
@@ -522,9 +528,15 @@ def audit_phase(
                 doubled = sorted({m for m in summary if summary.count(m) > 1})
                 problems.append(f"{session_id}: folded twice: {doubled}")
             if summary != covered:
+                clipped = count_words(row.summary or "") >= summary_words
                 problems.append(
                     f"{session_id}: the summary folds {len(summary)} messages, the cursor covers "
                     f"{len(covered)}; first difference at {_first_difference(summary, covered)}"
+                    + (
+                        f" (the summary is at the Summary Word Budget, {summary_words} words: clipped)"
+                        if clipped
+                        else ""
+                    )
                 )
             if row.absorbed_count != len(covered):
                 problems.append(f"{session_id}: folded_count {row.absorbed_count}, the cursor covers {len(covered)}")

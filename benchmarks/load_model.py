@@ -7,9 +7,9 @@ Every message the benchmark sends carries a marker `#<session>-u<n>#` (a user me
 it as `#<session>-a<n>#`, so a call names the session it belongs to and a fold names the messages it folds. Agent
 calls sleep `agent_seconds`. Summary calls (their system message is the fold prompt's) sleep `summary_seconds` and
 answer with a summary that lists the marker of every message folded along the chain of saved summaries, one line
-each: the audit reads it back from the database. The control file, a JSON object rewritten by the benchmark while
-the server runs, overrides `summary_seconds` and makes summary calls fail (`"fail_summary": true`), so faults start
-and end without touching the server.
+each and nothing else on it: the audit reads it back from the database. The control file, a JSON object rewritten by
+the benchmark while the server runs, overrides `summary_seconds` and makes summary calls fail (`"fail_summary":
+true`), so faults start and end without touching the server.
 
 Each call appends one JSON line to `record_path` when it starts and one when it ends: the worker's pid, the kind
 ("agent" or "summary"), the session, the markers of the previous summary and of the folded messages, wall-clock
@@ -110,7 +110,9 @@ class LoadChatModel(BaseChatModel):
                 if control.get("fail_summary"):
                     failed = True
                     raise RuntimeError(SUMMARY_FAILURE)
-                lines = [f"- folded #{marker}#" for marker in previous + folded]
+                # One word a line: a session's whole list stays within the default Summary Word Budget (300), which
+                # clips a longer summary.
+                lines = [f"#{marker}#" for marker in previous + folded]
                 text = "```json\n" + json.dumps({"pinned": {}, "summary": "\n".join(lines)}) + "\n```"
             else:
                 await asyncio.sleep(self.agent_seconds)

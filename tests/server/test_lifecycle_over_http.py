@@ -1,5 +1,6 @@
 """A summary goes wherever its messages go, on a real server: every monitor delete and rename endpoint of a real
-`langflow run` over HTTP, checked against the state rows in the server's database.
+`langflow run` over HTTP, checked against the state rows in the server's database, on the Summarizing Agent's flow
+and on the memory chatbot's (the Summarizing Message History's).
 """
 
 from __future__ import annotations
@@ -10,16 +11,26 @@ from typing import Any
 
 import pytest
 
-from tests.support.server_chat import ServerChat
+from tests.support.server_chat import FLOW_KINDS, ServerChat, flow_data_of
 from tests.support.server_chat import state_rows as server_state_rows
 from tests.support.server_fixtures import LangflowServer
 
 # Every delete and rename path of a real server, over HTTP
 
 
+def new_chat(server: LangflowServer, kind: str, record_dir: Any) -> ServerChat:
+    data = flow_data_of(kind, record_dir / f"{uuid.uuid4().hex[:8]}-calls.jsonl")
+    return ServerChat.create(server, server.superuser_token, server.superuser_api_key, data=data)
+
+
+@pytest.fixture(scope="module", params=FLOW_KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def chat(langflow_server: LangflowServer) -> ServerChat:
-    return ServerChat.create(langflow_server, langflow_server.superuser_token, langflow_server.superuser_api_key)
+def chat(langflow_server: LangflowServer, kind: str, tmp_path_factory: pytest.TempPathFactory) -> ServerChat:
+    return new_chat(langflow_server, kind, tmp_path_factory.mktemp("lifecycle"))
 
 
 @pytest.fixture(scope="module")
@@ -86,12 +97,14 @@ def test_message_delete_over_http_discards_the_state_only_when_a_folded_message_
     # Folded after each of the two replies: first the three older messages left, then two more.
     assert rebuilt["version"] == 2
     lines = rebuilt["summary"].splitlines()
-    assert lines[:2] == [f"- folded echo: {session_id}-1", f"- folded {session_id}-2"]
+    assert lines[:2] == [f"- folded {messages[1]['text']}".rstrip(), f"- folded {session_id}-2"]
     assert f"- folded {session_id}-1" not in lines
 
 
-def test_flow_delete_over_http_deletes_every_state_of_the_flow(langflow_server: LangflowServer) -> None:
-    doomed = ServerChat.create(langflow_server, langflow_server.superuser_token, langflow_server.superuser_api_key)
+def test_flow_delete_over_http_deletes_every_state_of_the_flow(
+    langflow_server: LangflowServer, kind: str, tmp_path: Any
+) -> None:
+    doomed = new_chat(langflow_server, kind, tmp_path)
     sessions = [doomed.new_session(), doomed.new_session()]
     assert len(server_state_rows(langflow_server, doomed.flow_id)) == len(sessions)
 
@@ -102,7 +115,7 @@ def test_flow_delete_over_http_deletes_every_state_of_the_flow(langflow_server: 
     assert server_state_rows(langflow_server, doomed.flow_id) == []
 
 
-def test_rename_over_http_moves_the_state_and_the_next_turn_uses_it(chat: ServerChat) -> None:
+def test_rename_over_http_moves_the_state_and_the_next_turn_uses_it(chat: ServerChat, kind: str) -> None:
     session_id = chat.new_session()
     [before] = server_state_rows(chat.server, chat.flow_id, session_id)
     renamed = f"{session_id}-renamed"
@@ -119,7 +132,9 @@ def test_rename_over_http_moves_the_state_and_the_next_turn_uses_it(chat: Server
 
     reply = chat.say(renamed, "in the renamed session")
 
-    assert f"folded {session_id}-1" in reply
+    if kind == "agent":
+        # The agent's model echoes every user-role message it got, the summary message first.
+        assert f"folded {session_id}-1" in reply
     [after] = server_state_rows(chat.server, chat.flow_id, renamed)
     # The fold after the turn compare-and-swapped the moved row (version 1 -> 2) instead of starting a new one.
     assert (after["id"], after["version"], after["absorbed_count"]) == (before["id"], 2, 4)

@@ -46,7 +46,7 @@ def audit(langflow_db: LangflowDatabase, memory_scope: MemoryScope, **options) -
         phase.versions = options.pop("versions", {})
         delete = options.pop("delete", None)
         return audit_phase(
-            engine, phase, str(memory_scope.flow_id), (lambda: delete(engine)) if delete else list, n_messages=2
+            engine, phase, str(memory_scope.flow_id), (lambda: delete(engine)) if delete else list, 2, **options
         )
     finally:
         engine.dispose()
@@ -78,6 +78,18 @@ async def test_the_audit_fails_on_a_folded_count_other_than_what_the_cursor_cove
     result = audit(langflow_db, memory_scope)
     assert not result["holds"]
     assert result["problems"] == [f"{memory_scope.session_id}: folded_count 4, the cursor covers 6"]
+
+
+@pytest.mark.parametrize("summary_words", [12, 300])
+async def test_the_audit_fails_on_a_message_left_out_of_the_summary_and_says_when_it_was_clipped(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages, summary_words: int
+) -> None:
+    # Four of six lines of three words: at a budget of 12 words the engine clipped the rest.
+    await folded_session(memory_scope, insert_messages, summary_markers=MARKERS[:4])
+    result = audit(langflow_db, memory_scope, summary_words=summary_words)
+    assert not result["holds"]
+    [problem] = [p for p in result["problems"] if "the summary folds 4 messages, the cursor covers 6" in p]
+    assert ("clipped" in problem) is (summary_words == 12)
 
 
 async def test_the_audit_fails_on_a_version_that_went_down(

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -25,6 +26,7 @@ from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent i
 from langflow_summarizing_agent.storage.migrate import sync_database_url
 from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
 from tests.support.fake_chat_model import FakeChatModelComponent
+from tests.support.flow_files import load_memory_chatbot_flow, memory_chatbot_offline, node_of_type
 from tests.support.server_fixtures import LangflowServer
 
 FAST_FOLDS = {
@@ -49,6 +51,31 @@ def summarizing_flow_data(**agent_settings: Any) -> dict[str, Any]:
     chat_output = ChatOutput(_id="chat_output")
     chat_output.set(input_value=agent.message_response)
     return json.loads(json.dumps(Graph(chat_input, chat_output).dump()["data"], default=str))
+
+
+AGENT_ONLY_FIELDS = ("add_current_date_tool", "add_calculator_tool")
+
+
+def memory_chatbot_flow_data(record_path: Path, **history_settings: Any) -> dict[str, Any]:
+    """The `data` of the shipped memory chatbot flow with `FAST_FOLDS` (and `history_settings`) on its Summarizing
+    Message History, and the fake chat model as both its Language Model and its Summary Model: a reply is "echo:"
+    and the prompt's last line (the customer's new message), a fold lists each folded message as in
+    `summarizing_flow_data`. The model records its calls to `record_path`."""
+    settings = {key: value for key, value in FAST_FOLDS.items() if key not in AGENT_ONLY_FIELDS}
+    flow = memory_chatbot_offline(load_memory_chatbot_flow(), record_path, **{**settings, **history_settings})
+    model = node_of_type(flow, "FakeChatModel")["data"]["node"]["template"]
+    for name, value in {"reply": "echo:", "echo": "question_line", "fold_answer": "list"}.items():
+        model[name]["value"] = value
+    return flow["data"]
+
+
+FLOW_KINDS = ("agent", "message_history")
+"""The two flows a server test runs on: the Summarizing Agent's (`summarizing_flow_data`) and the memory chatbot's
+(`memory_chatbot_flow_data`)."""
+
+
+def flow_data_of(kind: str, record_path: Path) -> dict[str, Any]:
+    return summarizing_flow_data() if kind == "agent" else memory_chatbot_flow_data(record_path)
 
 
 def agent_template(data: dict[str, Any]) -> dict[str, Any]:
