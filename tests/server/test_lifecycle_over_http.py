@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.server_chat import FLOW_KINDS, ServerChat, flow_data_of
+from tests.support.server_chat import FLOW_KINDS, TURNS_TO_FIRST_STATE, ServerChat, flow_data_of
 from tests.support.server_chat import state_rows as server_state_rows
 from tests.support.server_fixtures import LangflowServer
 
@@ -70,12 +70,14 @@ def test_bulk_sessions_delete_over_http_deletes_their_states(chat: ServerChat, b
 
 
 def test_message_delete_over_http_discards_the_state_only_when_a_folded_message_goes(chat: ServerChat) -> None:
-    # Three exchanges: the folds after the second and third replies cover the first two; the third is unfolded.
-    session_id = chat.new_session(turns=3)
+    # Three exchanges: the folds after the second and third replies cover the first two; the third is unfolded. The
+    # memory chatbot's flow, which folds a turn later, gets four exchanges; its folds cover the first five messages.
+    session_id = chat.new_session(turns=chat.first_state_turns + 1)
     [state] = server_state_rows(chat.server, chat.flow_id, session_id)
     messages = chat.messages(session_id)
     cursor_index = [m["id"] for m in messages].index(str(state["covered_until_message_id"]))
-    assert cursor_index == 3
+    assert cursor_index == (3 if chat.first_state_turns == TURNS_TO_FIRST_STATE else 4)
+    assert len(messages) - cursor_index > 2, "the last exchange is not folded"
 
     def delete_messages(*ids: str) -> None:
         with chat.server.client(token=chat.token) as client:
@@ -87,15 +89,16 @@ def test_message_delete_over_http_discards_the_state_only_when_a_folded_message_
 
     delete_messages(messages[0]["id"])
     assert server_state_rows(chat.server, chat.flow_id, session_id) == []
-    assert len(chat.messages(session_id)) == 3
+    assert len(chat.messages(session_id)) == len(messages) - 3
 
     # Later turns rebuild the summary from what is left (a fold needs two older messages again); the deleted
     # first message is not in it.
     chat.say(session_id, "after the delete")
     chat.say(session_id, "once more")
     [rebuilt] = server_state_rows(chat.server, chat.flow_id, session_id)
-    # Folded after each of the two replies: first the three older messages left, then two more.
-    assert rebuilt["version"] == 2
+    if chat.first_state_turns == TURNS_TO_FIRST_STATE:
+        # Folded after each of the two replies: first the three older messages left, then two more.
+        assert rebuilt["version"] == 2
     lines = rebuilt["summary"].splitlines()
     assert lines[:2] == [f"- folded {messages[1]['text']}".rstrip(), f"- folded {session_id}-2"]
     assert f"- folded {session_id}-1" not in lines
@@ -137,7 +140,8 @@ def test_rename_over_http_moves_the_state_and_the_next_turn_uses_it(chat: Server
         assert f"folded {session_id}-1" in reply
     [after] = server_state_rows(chat.server, chat.flow_id, renamed)
     # The fold after the turn compare-and-swapped the moved row (version 1 -> 2) instead of starting a new one.
-    assert (after["id"], after["version"], after["absorbed_count"]) == (before["id"], 2, 4)
+    assert (after["id"], after["version"]) == (before["id"], 2)
+    assert after["absorbed_count"] > before["absorbed_count"]
 
 
 def test_shared_session_delete_over_http_deletes_the_state_of_the_public_run(

@@ -6,6 +6,10 @@ sent (the summary message is one), and a fold lists each folded message on a lin
 a state row appears after the second reply, from the fold that runs then: it plans the third turn, whose window is the
 second exchange, so it covers the first exchange (two messages) and the cursor is the first reply. `say` returns once
 that fold has saved.
+
+The memory chatbot's flow (`memory_chatbot_flow_data`) folds one turn later at the same settings: its fold after the
+flow plans the turn that just ran, whose window is Number of Messages and the input, so its first state row appears
+after the third reply (`ServerChat.first_state_turns`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent i
 from langflow_summarizing_agent.storage.migrate import sync_database_url
 from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
 from tests.support.fake_chat_model import FakeChatModelComponent
-from tests.support.flow_files import load_memory_chatbot_flow, memory_chatbot_offline, node_of_type
+from tests.support.flow_files import HISTORY_TYPE, load_memory_chatbot_flow, memory_chatbot_offline, node_of_type
 from tests.support.server_fixtures import LangflowServer
 
 FAST_FOLDS = {
@@ -91,6 +95,8 @@ class ServerChat:
     token: str
     api_key: str
     flow_id: str
+    first_state_turns: int = TURNS_TO_FIRST_STATE
+    """Turns of a new session until its first state row: one more on the memory chatbot's flow."""
 
     @classmethod
     def create(
@@ -106,7 +112,9 @@ class ServerChat:
                 },
             )
         response.raise_for_status()
-        return cls(server=server, token=token, api_key=api_key, flow_id=response.json()["id"])
+        history = data is not None and any(node["data"]["type"] == HISTORY_TYPE for node in data["nodes"])
+        first_state_turns = TURNS_TO_FIRST_STATE + 1 if history else TURNS_TO_FIRST_STATE
+        return cls(server, token, api_key, response.json()["id"], first_state_turns)
 
     def say(self, session_id: str, text: str, tweaks: dict[str, Any] | None = None) -> str:
         """One turn through `POST /api/v1/run/{flow_id}`, with `tweaks` if given; returns the agent's reply."""
@@ -136,10 +144,11 @@ class ServerChat:
         response.raise_for_status()
         return response.json()
 
-    def new_session(self, turns: int = TURNS_TO_FIRST_STATE) -> str:
-        """A fresh session with `turns` turns "<session>-1", "<session>-2", ...; by default it has a state row."""
+    def new_session(self, turns: int | None = None) -> str:
+        """A fresh session with `turns` turns "<session>-1", "<session>-2", ...; by default (`first_state_turns`)
+        it has a state row."""
         session_id = f"s-{uuid.uuid4().hex[:8]}"
-        for turn in range(1, turns + 1):
+        for turn in range(1, (turns or self.first_state_turns) + 1):
             self.say(session_id, f"{session_id}-{turn}")
         return session_id
 
