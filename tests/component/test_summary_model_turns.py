@@ -1,4 +1,5 @@
-"""The summary model on whole turns: built only on a turn that folds, never failing a turn."""
+"""The summary model on whole turns, on the Summarizing Agent and the Summarizing Message History: built only on a
+turn that folds, never failing a turn, and a build error says what to change in the component's own fields."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from langflow_summarizing_agent.wiring import agent_turn
+from langflow_summarizing_agent.wiring import agent_turn, history_turn
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession
 from tests.support.fake_chat_model import recorder
+from tests.support.flow_files import history_template, load_memory_chatbot_flow
+from tests.support.history_runs import SESSION_KINDS, HistoryChatSession
 from tests.support.langflow_db import LangflowDatabase, stored_summary
 
 TURNS = [
@@ -24,8 +27,15 @@ NO_KEY = (
 )
 
 
+def patch_build(monkeypatch: pytest.MonkeyPatch, build: Any) -> None:
+    """`build` in place of `build_summary_model` where either component's turn calls it."""
+    for module in (agent_turn, history_turn):
+        monkeypatch.setattr(module, "build_summary_model", build)
+
+
+@pytest.mark.parametrize("kind", SESSION_KINDS)
 async def test_only_a_turn_that_folds_builds_the_summary_model_and_only_once(
-    langflow_db: LangflowDatabase, monkeypatch: pytest.MonkeyPatch
+    langflow_db: LangflowDatabase, monkeypatch: pytest.MonkeyPatch, kind: type[ChatSession]
 ) -> None:
     builds: list[Any] = []
     build = agent_turn.build_summary_model
@@ -34,8 +44,8 @@ async def test_only_a_turn_that_folds_builds_the_summary_model_and_only_once(
         builds.append(component)
         return build(component)
 
-    monkeypatch.setattr(agent_turn, "build_summary_model", counted_build)
-    chat = ChatSession(settings=FOLD_EACH_TURN)
+    patch_build(monkeypatch, counted_build)
+    chat = kind(settings=FOLD_EACH_TURN)
     recorder(chat.recorder_name)
 
     for text in TURNS:
@@ -47,14 +57,15 @@ async def test_only_a_turn_that_folds_builds_the_summary_model_and_only_once(
     assert chat.model.fold_calls, "the session never folded, so this test showed nothing"
 
 
+@pytest.mark.parametrize("kind", SESSION_KINDS)
 async def test_a_summary_model_that_cannot_be_built_fails_the_fold_not_the_turn(
-    langflow_db: LangflowDatabase, monkeypatch: pytest.MonkeyPatch
+    langflow_db: LangflowDatabase, monkeypatch: pytest.MonkeyPatch, kind: type[ChatSession]
 ) -> None:
     def build_without_key(component: Any) -> Any:
         raise ValueError(NO_KEY)
 
-    monkeypatch.setattr(agent_turn, "build_summary_model", build_without_key)
-    chat = ChatSession(settings=FOLD_EACH_TURN)
+    patch_build(monkeypatch, build_without_key)
+    chat = kind(settings=FOLD_EACH_TURN)
     recorder(chat.recorder_name)
 
     statuses = []
@@ -71,4 +82,29 @@ async def test_a_summary_model_that_cannot_be_built_fails_the_fold_not_the_turn(
     failed = [s for s in statuses if "summary model could not be built" in s]
     assert failed, statuses
     assert "OPENAI_API_KEY" in failed[0]
-    assert "connect a Summary Model" in failed[0]
+    remedy = "connect a Summary Model" if kind is ChatSession else "set the Summary Model API Key"
+    assert remedy in failed[0]
+
+
+async def test_the_shipped_memory_chatbots_summary_model_without_a_key_fails_the_fold_not_the_run(
+    langflow_db: LangflowDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ready flow picks OpenAI's gpt-4o-mini as its Summary Model; built for real, with no key anywhere."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    picked = history_template(load_memory_chatbot_flow())["summary_model"]["value"]
+    chat = HistoryChatSession(settings=FOLD_EACH_TURN, picked_summary_model=picked)
+    recorder(chat.recorder_name)
+
+    statuses = []
+    for text in TURNS:
+        assert (await chat.say(text)).strip() == "Noted."
+        statuses.append(str(chat.last_agent.status))
+
+    assert not chat.model.fold_calls
+    state = await stored_summary(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
+    assert state is not None
+    assert (state.folded_count, state.failed_folds >= 1) == (0, True)
+    failed = [s for s in statuses if "summary model could not be built" in s]
+    assert failed, statuses
+    assert "API key is required" in failed[0]
+    assert "set the Summary Model API Key" in failed[0]

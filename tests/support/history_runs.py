@@ -36,6 +36,8 @@ class HistoryChatSession(ChatSession):
     The summary model is the flow's model unless `summary_recorder_name` names another."""
 
     history_class: type[MemoryComponent] = SummarizingMessageHistoryComponent
+    picked_summary_model: list[dict] | None = None
+    """A Summary Model picked on the node (the ModelInput's value), instead of the flow's model connected to it."""
 
     async def say(self, text: str) -> str:
         context = {"context_id": self.context_id} if self.context_id else {}
@@ -45,7 +47,9 @@ class HistoryChatSession(ChatSession):
         model.set(recorder_name=self.recorder_name, fail_folds=self.fail_folds, reply=self.reply)
         history = self.history_class(_id="history")
         history.set(template=MESSAGE_TEMPLATE, **{**context, **self.settings})
-        if self.history_class is SummarizingMessageHistoryComponent:
+        if self.picked_summary_model is not None:
+            history.set(summary_model=self.picked_summary_model)
+        elif self.history_class is SummarizingMessageHistoryComponent:
             summary_model = model
             if self.summary_recorder_name:
                 summary_model = FakeChatModelComponent(_id="summary_model")

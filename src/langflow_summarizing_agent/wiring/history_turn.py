@@ -47,7 +47,12 @@ from langflow_summarizing_agent.wiring.agent_turn import (
     setting,
     turn_of,
 )
-from langflow_summarizing_agent.wiring.summary_model import build_summary_model, summarizer_for, summary_model_name
+from langflow_summarizing_agent.wiring.summary_model import (
+    BUILD_REMEDY_OF_HISTORY,
+    build_summary_model,
+    summarizer_for,
+    summary_model_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +149,9 @@ async def history(component: Any, stock_retrieval: StockRetrieval) -> History:
         return History(None, tuple(await stock_retrieval()))
 
     store = DatabaseStore(scope)
-    summarizer = summarizer_for(lambda: build_summary_model(component), settings.summary_timeout)
+    summarizer = summarizer_for(
+        lambda: build_summary_model(component), settings.summary_timeout, remedy=BUILD_REMEDY_OF_HISTORY
+    )
     folds = background.FOLDS
     started = time.perf_counter()
     try:

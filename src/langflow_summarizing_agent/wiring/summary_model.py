@@ -108,9 +108,20 @@ def model_name_of(llm: Any) -> str | None:
     return type(llm).__name__ if llm is not None else None
 
 
-def summarizer_for(build_model: Callable[[], Any], timeout_seconds: float, tools: Sequence[Any] = ()) -> Summarizer:
+BUILD_REMEDY_OF_AGENT = "connect a Summary Model or fix the Language Model's settings"
+BUILD_REMEDY_OF_HISTORY = "pick a Summary Model on the node (or connect one) and set the Summary Model API Key"
+"""What to change when the summary model cannot be built, in the fields each component shows."""
+
+
+def summarizer_for(
+    build_model: Callable[[], Any],
+    timeout_seconds: float,
+    tools: Sequence[Any] = (),
+    remedy: str = BUILD_REMEDY_OF_AGENT,
+) -> Summarizer:
     """A summarizer that builds its model on its first call, with `tools` bound when given: a fold on the agent's
-    prefix sends the tools the agent's call had, as they are part of the prefix the provider caches."""
+    prefix sends the tools the agent's call had, as they are part of the prefix the provider caches. A build error
+    is reported with `remedy`."""
     llm: Any = None
 
     async def summarize(prompt: list[BaseMessage]) -> str:
@@ -119,10 +130,7 @@ def summarizer_for(build_model: Callable[[], Any], timeout_seconds: float, tools
             try:
                 llm = build_model()
             except Exception as exc:
-                msg = (
-                    f"the summary model could not be built ({exc}); connect a Summary Model or fix the "
-                    "Language Model's settings"
-                )
+                msg = f"the summary model could not be built ({exc}); {remedy}"
                 raise RuntimeError(msg) from exc
             if tools:
                 llm = llm.bind_tools(list(tools))
