@@ -1,5 +1,5 @@
 """Isolation over HTTP: another user never reads, resets or deletes a state row, through the state API and the
-monitor's delete route of a real `langflow run`."""
+monitor's delete route of a real `langflow run`, on the Summarizing Agent's flow and on the memory chatbot's."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from langflow_summarizing_agent.wiring.api import ROUTE_PREFIX
-from tests.support.server_chat import ServerChat, state_rows
+from tests.support.server_chat import FLOW_KINDS, ServerChat, state_rows
 from tests.support.server_fixtures import LangflowServer
 
 # Through the HTTP API and the monitor's delete route
@@ -18,12 +18,15 @@ def state_url(session_id: str) -> str:
     return f"{ROUTE_PREFIX}/sessions/{session_id}/summary"
 
 
-@pytest.fixture(scope="module")
-def two_owners(langflow_server: LangflowServer) -> tuple[ServerChat, ServerChat, Any]:
-    """The superuser's flow and another user's flow, both Summarizing Agent flows on the shared server."""
-    owner = ServerChat.create(langflow_server, langflow_server.superuser_token, langflow_server.superuser_api_key)
-    other = langflow_server.create_user()
-    intruder = ServerChat.create(langflow_server, other.token, langflow_server.create_api_key(other.token))
+@pytest.fixture(scope="module", params=FLOW_KINDS)
+def two_owners(
+    langflow_server: LangflowServer, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> tuple[ServerChat, ServerChat, Any]:
+    """The superuser's flow and another user's flow, both of one kind on the shared server."""
+    server, records = langflow_server, tmp_path_factory.mktemp("isolation")
+    owner = ServerChat.of_kind(server, server.superuser_token, server.superuser_api_key, request.param, records)
+    other = server.create_user()
+    intruder = ServerChat.of_kind(server, other.token, server.create_api_key(other.token), request.param, records)
     return owner, intruder, other
 
 
@@ -34,8 +37,12 @@ def test_another_user_reads_resets_and_deletes_only_their_own_state_over_http(
     session_id = owner.new_session()
     [owner_row] = state_rows(owner.server, owner.flow_id, session_id)
     for turn in range(1, 4):
-        reply = intruder.say(session_id, f"intruder turn {turn}")
-        assert f"{session_id}-" not in reply, "the intruder's agent never sees the owner's messages or summary"
+        intruder.say(session_id, f"intruder turn {turn}")
+    seen_by_model = intruder.model_inputs()
+    assert any("intruder turn 3" in text for text in seen_by_model)
+    assert not [text for text in seen_by_model if f"{session_id}-" in text], (
+        "the intruder's model never sees the owner's messages or summary"
+    )
     [intruder_row] = state_rows(intruder.server, intruder.flow_id, session_id)
     assert str(intruder_row["user_id"]) == intruder_user.id
 
@@ -67,4 +74,4 @@ def test_another_user_reads_resets_and_deletes_only_their_own_state_over_http(
     assert state_rows(intruder.server, intruder.flow_id, session_id) == []
 
     assert state_rows(owner.server, owner.flow_id, session_id) == [owner_row]
-    assert len(owner.messages(session_id)) == 4
+    assert len(owner.messages(session_id)) == 2 * owner.first_state_turns

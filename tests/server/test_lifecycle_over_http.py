@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.server_chat import FLOW_KINDS, TURNS_TO_FIRST_STATE, ServerChat, flow_data_of
+from tests.support.server_chat import FLOW_KINDS, TURNS_TO_FIRST_STATE, ServerChat
 from tests.support.server_chat import state_rows as server_state_rows
 from tests.support.server_fixtures import LangflowServer
 
@@ -19,8 +19,7 @@ from tests.support.server_fixtures import LangflowServer
 
 
 def new_chat(server: LangflowServer, kind: str, record_dir: Any) -> ServerChat:
-    data = flow_data_of(kind, record_dir / f"{uuid.uuid4().hex[:8]}-calls.jsonl")
-    return ServerChat.create(server, server.superuser_token, server.superuser_api_key, data=data)
+    return ServerChat.of_kind(server, server.superuser_token, server.superuser_api_key, kind, record_dir)
 
 
 @pytest.fixture(scope="module", params=FLOW_KINDS)

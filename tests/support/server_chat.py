@@ -45,11 +45,11 @@ TURNS_TO_FIRST_STATE = 2
 STATE = SessionMemoryStateTable.__table__
 
 
-def summarizing_flow_data(**agent_settings: Any) -> dict[str, Any]:
-    """The `data` of a flow (nodes and edges) as the server stores it."""
+def summarizing_flow_data(record_path: Path | None = None, **agent_settings: Any) -> dict[str, Any]:
+    """The `data` of a flow (nodes and edges) as the server stores it; its model records to `record_path` if given."""
     chat_input = ChatInput(_id="chat_input")
     model = FakeChatModelComponent(_id="echo_model")
-    model.set(reply="echo:", echo="user_messages", fold_answer="list")
+    model.set(reply="echo:", echo="user_messages", fold_answer="list", record_path=str(record_path or ""))
     agent = SummarizingAgentComponent(_id="agent")
     agent.set(model=model.build_model, input_value=chat_input.message_response, **{**FAST_FOLDS, **agent_settings})
     chat_output = ChatOutput(_id="chat_output")
@@ -79,7 +79,7 @@ FLOW_KINDS = ("agent", "message_history")
 
 
 def flow_data_of(kind: str, record_path: Path) -> dict[str, Any]:
-    return summarizing_flow_data() if kind == "agent" else memory_chatbot_flow_data(record_path)
+    return summarizing_flow_data(record_path) if kind == "agent" else memory_chatbot_flow_data(record_path)
 
 
 def agent_template(data: dict[str, Any]) -> dict[str, Any]:
@@ -97,6 +97,24 @@ class ServerChat:
     flow_id: str
     first_state_turns: int = TURNS_TO_FIRST_STATE
     """Turns of a new session until its first state row: one more on the memory chatbot's flow."""
+    record_path: Path | None = None
+    """Where the flow's model records its calls, for flows made by `of_kind`."""
+
+    @classmethod
+    def of_kind(cls, server: LangflowServer, token: str, api_key: str, kind: str, record_dir: Path) -> ServerChat:
+        """A new flow of `kind` (one of `FLOW_KINDS`) whose model records its calls in `record_dir`."""
+        record_path = record_dir / f"{kind}-{uuid.uuid4().hex[:8]}-calls.jsonl"
+        chat = cls.create(server, token, api_key, data=flow_data_of(kind, record_path))
+        chat.record_path = record_path
+        return chat
+
+    def model_inputs(self) -> list[str]:
+        """The text of every message the flow's model received on calls that were no fold, oldest first."""
+        assert self.record_path is not None, "made without a record path"
+        if not self.record_path.exists():
+            return []
+        records = [json.loads(line) for line in self.record_path.read_text(encoding="utf-8").splitlines() if line]
+        return [m["content"] for record in records if record["kind"] == "agent" for m in record["messages"]]
 
     @classmethod
     def create(
