@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -166,3 +167,27 @@ def test_the_0_1_0_path_answers_the_same_and_is_deprecated(chat: ServerChat) -> 
     assert schema["paths"][old_path.replace(session_id, "{session_id}")]["get"]["deprecated"] is True
     assert "deprecated" not in schema["paths"][state_url("{session_id}")]["get"]
     assert reset["deleted"] == 1
+
+
+def test_a_summarizing_message_historys_summary_is_read_and_reset_through_the_same_api(
+    langflow_server: LangflowServer, tmp_path: Path
+) -> None:
+    server = langflow_server
+    chat = ServerChat.of_kind(server, server.superuser_token, server.superuser_api_key, "message_history", tmp_path)
+    session_id = chat.new_session()
+    [row] = state_rows(server, chat.flow_id, session_id)
+
+    read = get_state(chat, session_id)
+
+    assert read.status_code == 200, read.text
+    [state] = read.json()["summaries"]
+    assert (state["summary"], state["folded_count"], state["version"]) == (row["summary"], row["absorbed_count"], 1)
+    assert state["summary"].startswith(f"- folded {session_id}-1\n")
+    assert state["cursor"]["message_id"] == str(row["covered_until_message_id"])
+    assert state["summary_model"] == "FakeChatModel"
+
+    reset = reset_state(chat, session_id)
+
+    assert reset.json() == {"flow_id": chat.flow_id, "session_id": session_id, "deleted": 1}
+    assert state_rows(server, chat.flow_id, session_id) == []
+    assert len(chat.messages(session_id)) == 2 * chat.first_state_turns
