@@ -111,21 +111,22 @@ async def test_a_turn_does_not_wait_for_the_sessions_running_fold(
     await background_folds.wait(scope_key(session))
 
 
+@pytest.mark.parametrize("kind", SESSION_KINDS)
 async def test_a_session_deleted_while_its_fold_runs_stays_deleted(
-    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+    langflow_db: LangflowDatabase, background_folds: BackgroundFolds, kind: type[ChatSession]
 ) -> None:
 
     lifecycle.install_listeners()
     try:
-        await delete_while_the_fold_runs(background_folds)
+        await delete_while_the_fold_runs(background_folds, kind)
     finally:
         lifecycle._remove_listeners()
 
 
-async def delete_while_the_fold_runs(background_folds: BackgroundFolds) -> None:
+async def delete_while_the_fold_runs(background_folds: BackgroundFolds, kind: type[ChatSession]) -> None:
     from langflow.memory import adelete_messages
 
-    session = scripted_session(GRAPH_SETTINGS)
+    session = scripted_session(GRAPH_SETTINGS, kind=kind)
     scope = {"flow_id": session.flow_id, "user_id": session.user_id, "session_id": session.session_id}
     session.model.fold_gate = FoldGate()
     await say_until_a_fold_runs(session, background_folds)

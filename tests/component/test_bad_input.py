@@ -1,6 +1,7 @@
 """Bad input: a clear error that says what to change, or safe handling; stored messages are never changed.
 
-Real graph runs on Langflow's services (SQLite and Postgres).
+Real graph runs on Langflow's services (SQLite and Postgres). Settings are refused alike on the Summarizing Agent and
+the Summarizing Message History, each naming its fields as it shows them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.settings import MAX_MESSAGE_CHARS, MAX_PINNED_KEYS
 from langflow_summarizing_agent.engine.tokens import CUT_MARKER, counter_for
 from tests.support.agent_runs import ChatSession, scripted_session
+from tests.support.history_runs import SESSION_KINDS
 from tests.support.langflow_db import LangflowDatabase, MemoryScope, stored_summary
 
 ON = {"summarize_older_messages": True, "n_messages": 4, "fold_batch": 2, "history_token_budget": 0}
@@ -94,10 +96,11 @@ async def test_blank_and_duplicated_pinned_keys_are_dropped(
         pytest.param(["{project}"], "Pinned Keys: '{project}' is not usable as a key", id="braces"),
     ],
 )
+@pytest.mark.parametrize("kind", SESSION_KINDS)
 async def test_pinned_keys_that_cannot_be_keys_are_refused_with_what_to_change(
-    langflow_db: LangflowDatabase, keys: list[str], expected: str
+    langflow_db: LangflowDatabase, keys: list[str], expected: str, kind: type[ChatSession]
 ) -> None:
-    chat = ChatSession(settings={**ON, "n_messages": 4})
+    chat = kind(settings={**ON, "n_messages": 4})
     await chat.say("A first turn with the switch on and no pinned keys.")
     before = await stored_rows(chat)
     chat.settings = {**ON, "pinned_keys": keys}
@@ -128,14 +131,18 @@ async def test_pinned_keys_that_cannot_be_keys_are_refused_with_what_to_change(
         pytest.param({"summary_timeout": -5}, "Summary Timeout (s) must be", id="timeout-negative"),
     ],
 )
+@pytest.mark.parametrize("kind", SESSION_KINDS)
 async def test_settings_that_make_no_sense_are_refused_with_what_to_change(
-    langflow_db: LangflowDatabase, setting: dict[str, Any], expected: str
+    langflow_db: LangflowDatabase, setting: dict[str, Any], expected: str, kind: type[ChatSession]
 ) -> None:
-    chat = ChatSession(settings=ON)
+    chat = kind(settings=ON)
     await chat.say("A first turn with sensible settings.")
     before = await stored_rows(chat)
     chat.settings = {**ON, **setting}
 
+    if kind is not ChatSession:
+        # The Message History's own name for the field.
+        expected = expected.replace("Number of Chat History Messages", "Number of Messages")
     assert expected in await refused(chat)
     assert_unchanged(before, await stored_rows(chat))
 
