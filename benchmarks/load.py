@@ -367,7 +367,9 @@ async def user_loop(
 ) -> None:
     marker = session_marker(agent, user)
     session_id = f"load-{phase.name}-{marker}"
-    rng = random.Random(f"{phase.name}-{marker}")
+    # User n of each agent draws the same think times (common random numbers): the two agents' turns meet the
+    # server's pauses (a garbage collection of the whole process, say) alike, so their turn times compare.
+    rng = random.Random(f"{phase.name}-u{user}")
     # Users start spread over one think time, so the phase does not begin with every turn at once.
     await asyncio.sleep(rng.uniform(0, phase.think_seconds))
     for index in range(args.max_turns_per_user):
@@ -427,7 +429,11 @@ def settle(record_path: Path, engine: sa.Engine, flow_id: str) -> float:
     last: Any = None
     quiet_since = time.monotonic()
     while time.monotonic() - started < SETTLE_TIMEOUT_SECONDS:
-        running = any(c["end"] is None and c["kind"] == "summary" for c in read_calls(record_path)[-500:])
+        # A call of a worker that was killed never ends: it is not running.
+        running = any(
+            c["end"] is None and c["kind"] == "summary" and psutil.pid_exists(c["pid"])
+            for c in read_calls(record_path)[-500:]
+        )
         try:
             with engine.connect() as connection:
                 state = connection.execute(sa.text(VERSIONS_SQL), {"flow_id": flow}).all()
@@ -788,9 +794,16 @@ def worker_kill_fault(server: LangflowServer, record_path: Path, at: float) -> C
             running = [c for c in read_calls(record_path) if c["kind"] == "summary" and c["end"] is None]
             running = [c for c in running if c["pid"] in workers and c["start"] > phase.started]
             if running:
-                pid = running[-1]["pid"]
-                os.kill(pid, signal.SIGKILL)
-                event(phase, "worker killed", pid=pid, summary_calls_running=len(running))
+                killed = running[-1]
+                os.kill(killed["pid"], signal.SIGKILL)
+                event(
+                    phase,
+                    "worker killed",
+                    pid=killed["pid"],
+                    summary_calls_running=len(running),
+                    session=killed["session"],
+                    folding=killed["folded"],
+                )
                 return
             await asyncio.sleep(0.1)
         event(phase, "no summary call ran in a worker; nothing killed")
@@ -909,6 +922,15 @@ def run_phase(
     if window is not None:
         report["failed_turns_in_fault"] = failures_during(phase, *window, margin=FAULT_MARGIN_SECONDS)
         report["sessions_folding_across_fault"] = folds_across(phase, summary_state, *window)
+    killed = next((e for e in phase.events if e["event"] == "worker killed"), None)
+    if killed is not None:
+        # The messages the killed worker was folding: a later fold of that session takes them, once (the audit).
+        final = set(summary_state.get(killed["session"], []))
+        report["killed_fold"] = {
+            "session": killed["session"],
+            "messages": len(killed["folding"]),
+            "folded_since": sum(marker in final for marker in killed["folding"]),
+        }
     print(phase_text(report), flush=True)
     return report
 
@@ -1184,6 +1206,17 @@ def fault_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                     f"{across['before_and_after']} of {across['before']}",
                     "all, at least 1",
                     across["before"] >= 1 and across["before_and_after"] == across["before"],
+                )
+            )
+        if name == "worker_kill" and (killed := run.get("killed_fold")):
+            rows.append(
+                _target(
+                    "postgres",
+                    users,
+                    f"{name}: messages of the killed fold folded by a later fold",
+                    f"{killed['folded_since']} of {killed['messages']}",
+                    "all, at least 1",
+                    killed["messages"] >= 1 and killed["folded_since"] == killed["messages"],
                 )
             )
         if name == "pg_restart" and (across := run.get("sessions_folding_across_fault")):

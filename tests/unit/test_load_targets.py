@@ -38,6 +38,16 @@ def test_a_session_chatting_again_after_a_restart_that_never_folds_again_fails_t
     assert not row(report, "pg_restart", "sessions that folded before")["holds"], "no session chatted again"
 
 
+def test_the_killed_fold_must_be_folded_by_a_later_fold():
+    report = copy.deepcopy(SAVED)
+    kill = report["faults"]["worker_kill"]
+    kill["killed_fold"] = {"session": "s1001", "messages": 8, "folded_since": 8}
+    assert row(report, "worker_kill", "messages of the killed fold")["holds"]
+
+    kill["killed_fold"]["folded_since"] = 7
+    assert not row(report, "worker_kill", "messages of the killed fold")["holds"]
+
+
 def test_a_retry_within_the_back_off_in_any_worker_fails_the_outage():
     report = copy.deepcopy(SAVED)
     report["faults"]["summary_outage"]["agents"]["summarizing"]["retried_within_backoff"] = 1
