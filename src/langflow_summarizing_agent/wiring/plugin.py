@@ -7,7 +7,11 @@ the app. Ours, `install_routes_and_listeners`, does the three things this packag
 2. it installs the SQLAlchemy listeners of `lifecycle`, which purge or move summaries in the transaction that
    deletes or renames messages;
 3. it turns on folding after the reply (`background.FOLDS`), as a server's event loop outlives the turn, and adds
-   a shutdown hook to Langflow's lifespan that cancels running folds before the database closes.
+   a shutdown hook to Langflow's lifespan that cancels running folds before the database closes;
+4. it sets this package's log level to the server's (`--log-level`, which `langflow run` puts in
+   `LANGFLOW_LOG_LEVEL`): the package logs through Python's `logging`, whose root logger in a Langflow server is set
+   up by one of its libraries at INFO, so a turn's report would otherwise reach the console of a server started at
+   `warning`.
 
 Routes come first: Langflow rolls back a failed plugin's routes but nothing else it did. Nothing else runs at
 import time or startup (a bad `SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS` stops the server with its name); the state
@@ -17,6 +21,8 @@ component itself is found through the `langflow.extensions` entry point, and sta
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,6 +38,13 @@ def install_routes_and_listeners(app: Any) -> None:
     lifecycle.install_listeners()
     background.FOLDS.enable(background.max_running_from_environment())
     _add_shutdown_hook(background.FOLDS.shutdown)
+    _follow_the_servers_log_level()
+
+
+def _follow_the_servers_log_level() -> None:
+    level = logging.getLevelName(os.environ.get("LANGFLOW_LOG_LEVEL", "").upper())
+    if isinstance(level, int):
+        logging.getLogger(__name__.split(".", 1)[0]).setLevel(level)
 
 
 def _add_shutdown_hook(hook: Callable[[], Awaitable[None]]) -> None:
