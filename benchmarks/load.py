@@ -684,16 +684,26 @@ def fold_starts(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return starts
 
 
+ONE_FOLD_GAP_SECONDS = 0.5
+"""A fold's next summary call starts as soon as the one before has answered; the next fold after the next reply."""
+
+
 def most_calls_in_one_fold(summary_calls: list[dict[str, Any]]) -> int:
-    """Most summary calls one fold made: calls of one session in one worker, each folding on from the one before."""
+    """Most summary calls one fold made: calls of one session in one worker, each folding on from the one before
+    and starting as it answered (the folds after successive replies fold on from each other too, turns apart)."""
     most = 0
-    runs: dict[tuple[str, int], tuple[list[str], int]] = {}
+    runs: dict[tuple[str, int], tuple[list[str], int, float]] = {}
     for call in summary_calls:
         key = (call["session"], call["pid"])
-        chain, count = runs.get(key, ([], 0))
-        continued = bool(chain) and call["previous"] == chain and not call["failed"]
+        chain, count, ended = runs.get(key, ([], 0, 0.0))
+        continued = (
+            bool(chain)
+            and call["previous"] == chain
+            and not call["failed"]
+            and call["start"] - ended <= ONE_FOLD_GAP_SECONDS
+        )
         count = count + 1 if continued else 1
-        runs[key] = (call["previous"] + call["folded"], count)
+        runs[key] = (call["previous"] + call["folded"], count, call["end"] or call["start"])
         most = max(most, count)
     return most
 

@@ -6,7 +6,7 @@ import copy
 import json
 from pathlib import Path
 
-from benchmarks.load import fault_targets, parse_args, with_earlier_parts
+from benchmarks.load import fault_targets, most_calls_in_one_fold, parse_args, with_earlier_parts
 
 ROOT = Path(__file__).resolve().parents[2]
 SAVED = json.loads((ROOT / "benchmarks" / "results" / "load.json").read_text())
@@ -46,6 +46,30 @@ def test_the_killed_fold_must_be_folded_by_a_later_fold():
 
     kill["killed_fold"]["folded_since"] = 7
     assert not row(report, "worker_kill", "messages of the killed fold")["holds"]
+
+
+def call(start: float, end: float, previous: list[str], folded: list[str], failed: bool = False) -> dict:
+    return {
+        "session": "s1001",
+        "pid": 7,
+        "start": start,
+        "end": end,
+        "previous": previous,
+        "folded": folded,
+        "failed": failed,
+    }
+
+
+def test_one_fold_is_the_calls_that_follow_each_other_at_once_not_the_folds_of_successive_replies():
+    catch_up = [
+        call(0.0, 2.0, [], ["a", "b"]),
+        call(2.01, 4.0, ["a", "b"], ["c", "d"]),
+        call(4.02, 6.0, ["a", "b", "c", "d"], ["e"]),
+    ]
+    assert most_calls_in_one_fold(catch_up) == 3
+    # The fold after the next reply folds on from the one before, a turn later: a fold of its own.
+    successive = [call(0.0, 2.0, [], ["a", "b"]), call(9.0, 11.0, ["a", "b"], ["c", "d"])]
+    assert most_calls_in_one_fold(successive) == 1
 
 
 def test_a_retry_within_the_back_off_in_any_worker_fails_the_outage():
