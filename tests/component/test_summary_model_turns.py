@@ -65,9 +65,30 @@ async def test_a_summary_model_that_cannot_be_built_fails_the_fold_not_the_turn(
         raise ValueError(NO_KEY)
 
     patch_build(monkeypatch, build_without_key)
-    chat = kind(settings=FOLD_EACH_TURN)
-    recorder(chat.recorder_name)
+    failed = await turns_whose_fold_could_not_build_its_model(kind(settings=FOLD_EACH_TURN))
 
+    assert "OPENAI_API_KEY" in failed
+    remedy = "connect a Summary Model" if kind is ChatSession else "set the Summary Model API Key"
+    assert remedy in failed
+
+
+async def test_the_shipped_memory_chatbots_summary_model_without_a_key_fails_the_fold_not_the_run(
+    langflow_db: LangflowDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ready flow picks OpenAI's gpt-4o-mini as its Summary Model; built for real, with no key anywhere."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    picked = history_template(load_memory_chatbot_flow())["summary_model"]["value"]
+    failed = await turns_whose_fold_could_not_build_its_model(
+        HistoryChatSession(settings=FOLD_EACH_TURN, picked_summary_model=picked)
+    )
+
+    assert "API key is required" in failed
+    assert "set the Summary Model API Key" in failed
+
+
+async def turns_whose_fold_could_not_build_its_model(chat: ChatSession) -> str:
+    """Every turn answers, none folds, the summary backs off; the status of the first turn whose fold failed."""
+    recorder(chat.recorder_name)
     statuses = []
     for text in TURNS:
         assert (await chat.say(text)).strip() == "Noted."
@@ -81,30 +102,4 @@ async def test_a_summary_model_that_cannot_be_built_fails_the_fold_not_the_turn(
     assert state.retry_after is not None
     failed = [s for s in statuses if "summary model could not be built" in s]
     assert failed, statuses
-    assert "OPENAI_API_KEY" in failed[0]
-    remedy = "connect a Summary Model" if kind is ChatSession else "set the Summary Model API Key"
-    assert remedy in failed[0]
-
-
-async def test_the_shipped_memory_chatbots_summary_model_without_a_key_fails_the_fold_not_the_run(
-    langflow_db: LangflowDatabase, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The ready flow picks OpenAI's gpt-4o-mini as its Summary Model; built for real, with no key anywhere."""
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    picked = history_template(load_memory_chatbot_flow())["summary_model"]["value"]
-    chat = HistoryChatSession(settings=FOLD_EACH_TURN, picked_summary_model=picked)
-    recorder(chat.recorder_name)
-
-    statuses = []
-    for text in TURNS:
-        assert (await chat.say(text)).strip() == "Noted."
-        statuses.append(str(chat.last_agent.status))
-
-    assert not chat.model.fold_calls
-    state = await stored_summary(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)
-    assert state is not None
-    assert (state.folded_count, state.failed_folds >= 1) == (0, True)
-    failed = [s for s in statuses if "summary model could not be built" in s]
-    assert failed, statuses
-    assert "API key is required" in failed[0]
-    assert "set the Summary Model API Key" in failed[0]
+    return failed[0]
