@@ -134,9 +134,10 @@ def test_rename_over_http_moves_the_state_and_the_next_turn_uses_it(chat: Server
 
     reply = chat.say(renamed, "in the renamed session")
 
-    if kind == "agent":
-        # The agent's model echoes every user-role message it got, the summary message first.
-        assert f"folded {session_id}-1" in reply
+    # The model got the moved summary: the agent's model echoes every user-role message it got, the summary
+    # message first; the memory chatbot's model got it in its prompt.
+    got = reply if kind == "agent" else chat.model_inputs()[-1]
+    assert f"folded {session_id}-1" in got
     [after] = server_state_rows(chat.server, chat.flow_id, renamed)
     # The fold after the turn compare-and-swapped the moved row (version 1 -> 2) instead of starting a new one.
     assert (after["id"], after["version"]) == (before["id"], 2)
