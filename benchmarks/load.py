@@ -48,7 +48,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -507,9 +507,11 @@ def audit_phase(
     delete: Callable[[], list[str]] = list,
     n_messages: int = N_MESSAGES,
     summary_words: int = DEFAULT_SUMMARY_WORDS,
+    chatted: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Per session, from the database: what the summary covers, folded exactly once. Then `delete` deletes some
-    sessions (returning their ids), and none of them may leave its state row behind."""
+    """Per session, from the database: what the summary covers, folded exactly once; a session that `chatted` with
+    a fold due and saved no summary at all is a problem too. Then `delete` deletes some sessions (returning their
+    ids), and none of them may leave its state row behind."""
     flow = flow_key(engine, flow_id)
     problems: list[str] = []
     sessions = 0
@@ -517,6 +519,15 @@ def audit_phase(
     unfolded_waiting = 0
     with engine.connect() as connection:
         rows = {row.session_id: row for row in connection.execute(sa.text(STATE_SQL), {"flow_id": flow})}
+        for session_id in (s for s in chatted if s not in rows):
+            sessions += 1
+            stored = connection.execute(
+                sa.text(MESSAGES_SQL), {"flow_id": flow, "session_id": session_id, "no": False}
+            ).all()
+            older = max(len(stored) - (n_messages - 1), 0)
+            unfolded_waiting += older
+            if older >= DEFAULT_FOLD_BATCH:
+                problems.append(f"{session_id}: {older} messages older than the window and no summary saved")
         for session_id, row in rows.items():
             sessions += 1
             stored = connection.execute(
@@ -927,6 +938,7 @@ def run_phase(
         flow_ids["summarizing"],
         lambda: delete_sessions(server, token, summarizing_sessions[: max(1, users // 4)]),
         args.n_messages,
+        chatted=summarizing_sessions,
     )
     report = phase_report(phase, summary_state, audit)
     if window is not None:

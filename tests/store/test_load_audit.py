@@ -92,6 +92,21 @@ async def test_the_audit_fails_on_a_message_left_out_of_the_summary_and_says_whe
     assert ("clipped" in problem) is (summary_words == 12)
 
 
+@pytest.mark.parametrize(("messages", "holds"), [(4, True), (10, False)])
+async def test_the_audit_fails_on_a_session_that_chatted_with_a_fold_due_and_saved_no_summary(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages, messages: int, holds: bool
+) -> None:
+    # At a window of 2, 4 messages leave 3 older ones (no fold due yet); 10 leave 9, over Fold Batch (8).
+    await insert_messages(memory_scope, [(at(n), f"#s1001-u{n}# words") for n in range(messages)])
+    result = audit(langflow_db, memory_scope, chatted=[memory_scope.session_id])
+    assert result["sessions"] == 1
+    assert result["holds"] is holds
+    if not holds:
+        assert result["problems"] == [
+            f"{memory_scope.session_id}: 9 messages older than the window and no summary saved"
+        ]
+
+
 async def test_the_audit_fails_on_a_version_that_went_down(
     langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
 ) -> None:
