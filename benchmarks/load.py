@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -500,6 +501,10 @@ def delete_sessions(server: LangflowServer, token: str, session_ids: list[str]) 
     return deleted
 
 
+NO_STATE_ROW = SimpleNamespace(summary=None, covered_until_message_id=None, absorbed_count=0, failed_folds=0)
+"""The state a session has before its first saved fold."""
+
+
 def audit_phase(
     engine: sa.Engine,
     phase: Phase,
@@ -519,16 +524,8 @@ def audit_phase(
     unfolded_waiting = 0
     with engine.connect() as connection:
         rows = {row.session_id: row for row in connection.execute(sa.text(STATE_SQL), {"flow_id": flow})}
-        for session_id in (s for s in chatted if s not in rows):
-            sessions += 1
-            stored = connection.execute(
-                sa.text(MESSAGES_SQL), {"flow_id": flow, "session_id": session_id, "no": False}
-            ).all()
-            older = max(len(stored) - (n_messages - 1), 0)
-            unfolded_waiting += older
-            if older >= DEFAULT_FOLD_BATCH:
-                problems.append(f"{session_id}: {older} messages older than the window and no summary saved")
-        for session_id, row in rows.items():
+        # A session that chatted and saved no summary is audited as one with an empty summary.
+        for session_id, row in {**dict.fromkeys(chatted, NO_STATE_ROW), **rows}.items():
             sessions += 1
             stored = connection.execute(
                 sa.text(MESSAGES_SQL), {"flow_id": flow, "session_id": session_id, "no": False}
@@ -561,7 +558,8 @@ def audit_phase(
             waiting = max(older - len(covered), 0)
             backing_off = row.failed_folds > 0
             if waiting >= DEFAULT_FOLD_BATCH and not backing_off:
-                problems.append(f"{session_id}: {waiting} messages older than the window are not folded")
+                not_folded = "are not folded" if row is not NO_STATE_ROW else "and no summary saved"
+                problems.append(f"{session_id}: {waiting} messages older than the window {not_folded}")
             unfolded_waiting += waiting
             folded_messages += len(covered)
             seen = phase.versions.get(session_id, [])
