@@ -103,6 +103,7 @@ restart has Langflow log dozens of them, and every turn of both agents waited 20
 FAULTS = ("slow_summary", "summary_outage", "worker_kill", "pg_restart")
 """In the order they run: the database restart last."""
 AGENTS = ("stock", "summarizing")
+BACKENDS = ("sqlite", "postgres")
 FOLDED_INLINE = "messages this turn"
 """In the memory step of a turn that folded inline (`engine.report.memory_step_text`)."""
 FOLD_RUNNING = BUSY_NOTE.lower()
@@ -1303,7 +1304,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         return parse
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n")[0])
-    parser.add_argument("--backends", type=names(("sqlite", "postgres")), default=["sqlite", "postgres"])
+    parser.add_argument("--backends", type=names(BACKENDS), default=list(BACKENDS))
     parser.add_argument("--users", type=numbers, default=[1, 2, 4, 6], help="N, concurrent users per agent")
     parser.add_argument("--phase-seconds", type=float, default=120.0, help="length of each load phase")
     parser.add_argument("--think-seconds", type=float, default=2.0, help="mean pause between a reply and the next")
@@ -1461,7 +1462,6 @@ def keep_records(work_dir: Path, to: Path) -> None:
     print(f"Kept the model calls and server logs in {to}", flush=True)
 
 
-RUN_KEYS = ("command", "commit", "max_background_folds", "runs", "targets", "rescored")
 FAULT_KEYS = (
     "faults_command",
     "faults_commit",
@@ -1474,21 +1474,54 @@ FAULT_KEYS = (
 
 
 def with_earlier_parts(report: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """A run of only the load phases (`--faults none`) or only the faults (`--users ""`) keeps the other part of
-    the results file it writes, with the command and commit that part was measured at."""
-    report = {**report, "faults_command": report["command"], "faults_commit": report["commit"]}
+    """The parts of the saved results file this run did not measure stay, each with the command and commit it was
+    measured at: the load phases of a backend not run (`--backends`, `--users ""`) and the faults not run
+    (`--faults`)."""
+    measured = {"command": report["command"], "commit": report["commit"]}
+    report = {
+        **report,
+        "faults_command": report["command"],
+        "faults_commit": report["commit"],
+        "runs_measured": {
+            backend: {**measured, "max_background_folds": report["max_background_folds"]} for backend in report["runs"]
+        },
+    }
     path = args.out / "load.json"
-    if not path.exists() or (args.users and args.faults):
+    if not path.exists():
         return report
     earlier = json.loads(path.read_text())
-    earlier.setdefault("faults_command", earlier.get("command"))
-    earlier.setdefault("faults_commit", earlier.get("commit"))
-    kept = FAULT_KEYS if not args.faults else (*RUN_KEYS, *(k for k in earlier if k.startswith("stock_saturates")))
-    merged = {**report, **{key: earlier[key] for key in kept if key in earlier}}
-    if args.faults and set(args.faults) != set(FAULTS):
+    earlier_measured = earlier.get("runs_measured") or {
+        backend: {
+            "command": earlier["command"],
+            "commit": earlier["commit"],
+            "max_background_folds": earlier.get("max_background_folds"),
+        }
+        for backend in earlier.get("runs", {})
+    }
+    kept = [b for b in earlier.get("runs", {}) if b not in report["runs"]]
+    merged = {**report}
+    if kept:
+        runs = {**report["runs"], **{b: earlier["runs"][b] for b in kept}}
+        merged["runs"] = {b: runs[b] for b in BACKENDS if b in runs}
+        merged["runs_measured"] = {b: report["runs_measured"].get(b) or earlier_measured[b] for b in merged["runs"]}
+        kept_targets = [t for t in earlier.get("targets", []) if t["backend"] in kept]
+        merged["targets"] = [
+            t for b in merged["runs"] for t in [*kept_targets, *report["targets"]] if t["backend"] == b
+        ]
+        for backend in kept:
+            merged[f"stock_saturates_at_{backend}"] = earlier.get(f"stock_saturates_at_{backend}")
+        if "rescored" in earlier:
+            merged["rescored"] = earlier["rescored"]
+    if not args.faults:
+        earlier.setdefault("faults_command", earlier.get("command"))
+        earlier.setdefault("faults_commit", earlier.get("commit"))
+        merged.update({key: earlier[key] for key in FAULT_KEYS if key in earlier})
+    elif set(args.faults) != set(FAULTS):
         # Some faults re-run: the others keep their saved results, each with the commit it ran at.
         for name, fault in earlier.get("faults", {}).items():
-            merged["faults"].setdefault(name, {**fault, "commit": fault.get("commit", earlier["faults_commit"])})
+            merged["faults"].setdefault(
+                name, {**fault, "commit": fault.get("commit", earlier.get("faults_commit", earlier["commit"]))}
+            )
     return merged
 
 

@@ -390,26 +390,28 @@ def fault_table(faults: dict[str, dict[str, Any]], faults_commit: str | None = N
 
 
 def load(report: dict[str, Any], name: str) -> list[str]:
-    lines = [caption(report, name), ""]
+    lines = [f"From `benchmarks/results/{name}.json`.", ""]
     if rescored := report.get("rescored"):
         lines[0] += f" Saturation and targets: `{rescored['command']}` at commit `{rescored['commit']}`."
     for backend, runs in report["runs"].items():
         workers = "one worker" if backend == "sqlite" else "two workers"
         saturated = report.get(f"stock_saturates_at_{backend}")
         at = f"N={saturated}" if saturated else "no N measured"
+        measured = report.get("runs_measured", {}).get(backend) or report
         lines += [
-            f"{'SQLite' if backend == 'sqlite' else 'PostgreSQL'}, {workers}; the stock Agent saturates at {at}:",
+            f"{'SQLite' if backend == 'sqlite' else 'PostgreSQL'}, {workers}, "
+            f"{measured.get('max_background_folds') or report['max_background_folds']} places per worker for folds "
+            f"after the reply (`{measured['command']}` at commit `{measured['commit']}`); the stock Agent saturates "
+            f"at {at}:",
             "",
             *load_runs_table(runs),
         ]
     if report["faults"]:
         places = report.get("fault_max_background_folds", 4)
-        measured = ""
-        if report.get("faults_commit") and report.get("faults_commit") != report.get("commit"):
-            measured = f"; `{report['faults_command']}` at commit `{report['faults_commit']}`"
         lines += [
             f"Faults (PostgreSQL, two workers, {report['fault_users']} users per agent, {places} place(s) per worker "
-            f"for folds after the reply{measured}):",
+            f"for folds after the reply; `{report.get('faults_command', report['command'])}` at commit "
+            f"`{report.get('faults_commit', report['commit'])}`):",
             "",
         ]
         lines += fault_table(report["faults"], report.get("faults_commit"))

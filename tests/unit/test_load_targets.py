@@ -86,10 +86,49 @@ def test_a_faults_only_run_keeps_the_saved_load_phases(tmp_path):
     merged = with_earlier_parts(fresh, args)
 
     assert merged["runs"] == SAVED["runs"] and merged["targets"] == SAVED["targets"]
-    assert (merged["command"], merged["commit"]) == (SAVED["command"], SAVED["commit"])
+    for backend in SAVED["runs"]:
+        assert merged["runs_measured"][backend]["commit"] == measured_at(SAVED, backend)
     assert merged["faults"]["pg_restart"] == {}
     assert set(merged["faults"]) == set(SAVED["faults"]), "the faults not re-run keep their saved results"
     assert merged["faults"]["slow_summary"]["commit"] == SAVED["faults"]["slow_summary"].get(
         "commit", SAVED.get("faults_commit", SAVED["commit"])
     )
     assert (merged["faults_command"], merged["faults_commit"]) == ("faults only", "abc1234")
+
+
+def measured_at(report: dict, backend: str) -> str:
+    return report.get("runs_measured", {}).get(backend, {}).get("commit", report["commit"])
+
+
+def test_a_run_of_one_backend_keeps_the_other_backends_saved_load_phases(tmp_path):
+    (tmp_path / "load.json").write_text(json.dumps(SAVED))
+    args = parse_args(["--backends", "postgres", "--faults", "none", "--out", str(tmp_path)])
+    fresh_runs = [{"users_per_agent": 8, "agents": {}}]
+    fresh_targets = [{"backend": "postgres", "users": 8, "name": "failed turns", "holds": True}]
+    fresh = {
+        "command": "postgres only",
+        "commit": "abc1234",
+        "max_background_folds": 4,
+        "runs": {"postgres": fresh_runs},
+        "targets": fresh_targets,
+        "faults": {},
+        "stock_saturates_at_postgres": 8,
+    }
+
+    merged = with_earlier_parts(fresh, args)
+
+    assert list(merged["runs"]) == ["sqlite", "postgres"]
+    assert merged["runs"] == {"sqlite": SAVED["runs"]["sqlite"], "postgres": fresh_runs}
+    assert merged["targets"] == [t for t in SAVED["targets"] if t["backend"] == "sqlite"] + fresh_targets
+    assert merged["runs_measured"]["sqlite"]["commit"] == measured_at(SAVED, "sqlite")
+    assert merged["runs_measured"]["postgres"] == {
+        "command": "postgres only",
+        "commit": "abc1234",
+        "max_background_folds": 4,
+    }
+    assert (merged["stock_saturates_at_sqlite"], merged["stock_saturates_at_postgres"]) == (
+        SAVED["stock_saturates_at_sqlite"],
+        8,
+    )
+    assert merged["faults"] == SAVED["faults"], "a run without faults keeps the saved ones"
+    assert merged["faults_commit"] == SAVED["faults_commit"]
