@@ -224,6 +224,7 @@ LOAD_PHASE_KEYS = {
     "db_connections_max",
     "events",
     "audit",
+    "p95_ratio_interval",
 }
 LOAD_AGENT_KEYS = {
     "turns",

@@ -6,7 +6,14 @@ import copy
 import json
 from pathlib import Path
 
-from benchmarks.load import fault_targets, most_calls_in_one_fold, parse_args, with_earlier_parts
+from benchmarks.load import (
+    fault_targets,
+    most_calls_in_one_fold,
+    p95_ratio_interval,
+    parse_args,
+    targets,
+    with_earlier_parts,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SAVED = json.loads((ROOT / "benchmarks" / "results" / "load.json").read_text())
@@ -132,3 +139,24 @@ def test_a_run_of_one_backend_keeps_the_other_backends_saved_load_phases(tmp_pat
     )
     assert merged["faults"] == SAVED["faults"], "a run without faults keeps the saved ones"
     assert merged["faults_commit"] == SAVED["faults_commit"]
+
+
+def test_the_p95_ratio_comes_with_a_bootstrap_interval_that_holds_one_for_the_same_turn_times():
+    same = [0.5 + 0.01 * i for i in range(200)]
+    low, high = p95_ratio_interval(same, list(reversed(same)))
+    assert low < 1.0 < high
+
+    slower = [2 * s for s in same]
+    low, high = p95_ratio_interval(same, slower)
+    assert 1.8 < low <= 2.0 <= high < 2.2
+    assert p95_ratio_interval(same, slower) == [low, high], "seeded: the same turns give the same interval"
+    assert p95_ratio_interval([], same) is None
+
+
+def test_the_p95_target_row_shows_the_ratio_and_its_interval():
+    run = copy.deepcopy(SAVED["runs"]["sqlite"][0])
+    run["p95_ratio_interval"] = [0.8, 1.3]
+    [p95] = [t for t in targets("sqlite", [run]) if t["name"] == "p95 turn time, Summarizing"]
+    assert "95% bootstrap interval 0.80-1.30 x" in p95["measured"]
+    stock, ours = run["agents"]["stock"]["p95_seconds"], run["agents"]["summarizing"]["p95_seconds"]
+    assert p95["holds"] == (ours <= 1.1 * stock)
