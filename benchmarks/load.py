@@ -25,8 +25,9 @@ phase whose audit fails makes the benchmark exit 1, after writing its results.
 
 Faults, each a phase on the two-worker PostgreSQL server (`--faults`): `pg_restart` (PostgreSQL stopped for
 `--outage-seconds`, then started again), `worker_kill` (one worker SIGKILLed while one of its summary calls runs),
-`summary_outage` (summary calls fail for `--summary-outage-seconds`, then succeed), `slow_summary` (summary calls
-take `--slow-summary-seconds`). Writes `load.json` and `load.png` (p95 turn time against N, both agents, both
+`summary_outage` (summary calls fail for `--summary-outage-seconds`, then succeed), `rejected_saves` (the database
+rejects every save of a fold for as long, a trigger on the state table; the back-off of a failed save goes through),
+`slow_summary` (summary calls take `--slow-summary-seconds`). Writes `load.json` and `load.png` (p95 turn time against N, both agents, both
 backends) to `--out`. Every loop is bounded in count and time; only 127.0.0.1 is used.
 """
 
@@ -100,7 +101,7 @@ FAULT_SERVER_LOGS = {"LANGFLOW_LOG_ENV": "container"}
 """Langflow's JSON logs, as its docs set them up for production (Grafana and Loki). Its default console renders
 each logged exception's traceback with rich: ~0.75 s of CPU in the worker's event loop on this machine. A database
 restart has Langflow log dozens of them, and every turn of both agents waited 20 to 90 s behind them."""
-FAULTS = ("slow_summary", "summary_outage", "worker_kill", "pg_restart")
+FAULTS = ("slow_summary", "summary_outage", "rejected_saves", "worker_kill", "pg_restart")
 """In the order they run: the database restart last."""
 AGENTS = ("stock", "summarizing")
 BACKENDS = ("sqlite", "postgres")
@@ -866,6 +867,63 @@ def control_fault(control_path: Path, at: float, seconds: float, **values: Any) 
     return fault
 
 
+REJECT_SAVES_SQL = (
+    "CREATE FUNCTION load_reject_fold_saves() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    "IF (TG_OP = 'INSERT' AND NEW.absorbed_count > 0) OR (TG_OP = 'UPDATE' AND NEW.absorbed_count IS DISTINCT FROM "
+    "OLD.absorbed_count) THEN RAISE EXCEPTION 'load benchmark: the summary save is rejected'; END IF; RETURN NEW; "
+    "END $$",
+    "CREATE TRIGGER load_reject_fold_saves BEFORE INSERT OR UPDATE ON session_memory_state FOR EACH ROW "
+    "EXECUTE FUNCTION load_reject_fold_saves()",
+)
+"""Rejects every save of a fold (it moves `absorbed_count`), and lets the back-off of a failed one through (it
+keeps the summary as it was): a save that fails while the database is up."""
+ACCEPT_SAVES_SQL = (
+    "DROP TRIGGER load_reject_fold_saves ON session_memory_state",
+    "DROP FUNCTION load_reject_fold_saves()",
+)
+
+
+def rejected_saves_fault(engine: sa.Engine, at: float, seconds: float) -> Callable[[Phase], Any]:
+    def run(statements: tuple[str, ...]) -> None:
+        with engine.begin() as connection:
+            for statement in statements:
+                connection.execute(sa.text(statement))
+
+    async def fault(phase: Phase) -> None:
+        await asyncio.sleep(at)
+        await asyncio.to_thread(run, REJECT_SAVES_SQL)
+        event(phase, "summary saves rejected")
+        await asyncio.sleep(seconds)
+        await asyncio.to_thread(run, ACCEPT_SAVES_SQL)
+        event(phase, "summary saves accepted")
+
+    return fault
+
+
+def rejected_saves(phase: Phase, margin: float = 2.0) -> dict[str, int]:
+    """The summarizing sessions' folds whose save the database rejected (the last call of a fold that ended while
+    saves were rejected: no call folded on from it), and the summary calls of the same session that started within
+    the first back-off after one, in any worker, not folding on from it: a retry the back-off should have held."""
+    times = {e["event"]: phase.started + e["at"] for e in phase.events}
+    start, end = times.get("summary saves rejected"), times.get("summary saves accepted")
+    if start is None or end is None:
+        return {"folds": 0, "retried_within_backoff": 0}
+    sessions = {session_marker("summarizing", u) for u in range(phase.users)}
+    calls = [c for c in phase.calls if c["kind"] == "summary" and c["session"] in sessions]
+    base = FOLD_RETRY_BASE.total_seconds()
+    folds = early = 0
+    for last in calls:
+        if last["failed"] or last["end"] is None or not start <= last["end"] <= end - margin:
+            continue
+        chain = last["previous"] + last["folded"]
+        same = [c for c in calls if c["session"] == last["session"] and c["start"] > last["end"]]
+        if any(c["previous"] == chain for c in same):
+            continue  # the same fold's next batch: the save comes after it
+        folds += 1
+        early += sum(1 for c in same if c["start"] < last["end"] + base)
+    return {"folds": folds, "retried_within_backoff": early}
+
+
 def failures_during(phase: Phase, start_event: str, end_event: str, margin: float) -> dict[str, int]:
     """Failed turns per agent that ran into the window between two events (plus `margin` after), and outside it."""
     times = {e["event"]: phase.started + e["at"] for e in phase.events}
@@ -965,6 +1023,8 @@ def run_phase(
     if window is not None:
         report["failed_turns_in_fault"] = failures_during(phase, *window, margin=FAULT_MARGIN_SECONDS)
         report["sessions_folding_across_fault"] = folds_across(phase, summary_state, *window)
+    if name == "rejected_saves":
+        report["rejected_saves"] = rejected_saves(phase)
     killed = next((e for e in phase.events if e["event"] == "worker killed"), None)
     if killed is not None:
         # The messages the killed worker was folding: a later fold of that session takes them, once (the audit).
@@ -1060,6 +1120,19 @@ def fault_run(
             seconds=restart_at + args.outage_seconds + args.restart_recovery_seconds,
             fault=lambda r, c: pg_restart_fault(pg, restart_at, args.outage_seconds),
             window=("postgres stopped", "postgres started"),
+        )
+    elif name == "rejected_saves":
+        report = run_phase(
+            server,
+            engine,
+            work_dir,
+            args,
+            name=name,
+            backend="postgres",
+            users=users,
+            seconds=at + args.summary_outage_seconds + args.recovery_seconds,
+            fault=lambda r, c: rejected_saves_fault(engine, at, args.summary_outage_seconds),
+            window=("summary saves rejected", "summary saves accepted"),
         )
     elif name == "worker_kill":
         report = run_phase(
@@ -1178,7 +1251,8 @@ def fault_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
             rows.append(_target("postgres", users, f"{name}: the fault ran", run["error"], "completes", False))
             continue
         ours, stock = run["agents"]["summarizing"], run["agents"]["stock"]
-        window = run.get("failed_turns_in_fault")
+        # Only the database outage and the killed worker fail turns; the summary faults leave every turn running.
+        window = run.get("failed_turns_in_fault") if name in ("pg_restart", "worker_kill") else None
         outside = window["stock_outside"] + window["summarizing_outside"] if window else None
         failed = stock["failed_turns"] + ours["failed_turns"] if outside is None else outside
         where = "failed turns, both agents" if outside is None else "failed turns outside the fault, both agents"
@@ -1201,7 +1275,7 @@ def fault_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                 run["audit"]["holds"],
             ),
         ]
-        if name == "summary_outage":
+        if name in ("summary_outage", "rejected_saves"):
             most = report.get("max_folds_per_turn", DEFAULT_MAX_FOLDS_PER_TURN)
             rows += [
                 _target(
@@ -1221,6 +1295,28 @@ def fault_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                     ours["most_calls_in_one_fold"] <= most,
                 ),
             ]
+        if name == "rejected_saves" and (rejected := run.get("rejected_saves")):
+            rows.append(
+                _target(
+                    "postgres",
+                    users,
+                    f"{name}: summary calls within the back-off after a rejected save, any worker",
+                    f"{rejected['retried_within_backoff']} after {rejected['folds']} rejected saves",
+                    "0, after at least 1",
+                    rejected["folds"] >= 1 and rejected["retried_within_backoff"] == 0,
+                )
+            )
+        if name in ("rejected_saves", "summary_outage") and (across := run.get("sessions_folding_across_fault")):
+            rows.append(
+                _target(
+                    "postgres",
+                    users,
+                    f"{name}: sessions that folded before the fault and fold on after it",
+                    f"{across['before_and_after']} of {across['before']}",
+                    "all, at least 1",
+                    across["before"] >= 1 and across["before_and_after"] == across["before"],
+                )
+            )
         if name == "slow_summary":
             # One fold per session at a time: a fold waits at most for the sessions ahead of it, a call each.
             slow = report.get("slow_summary_seconds", 30.0)

@@ -340,6 +340,7 @@ FAULT_LABELS = {
     "pg_restart": "PostgreSQL restarted",
     "worker_kill": "one of two workers SIGKILLed",
     "summary_outage": "summary model failing, then recovering",
+    "rejected_saves": "database rejecting summary saves, then accepting them",
     "slow_summary": "summary model taking 30 s",
 }
 

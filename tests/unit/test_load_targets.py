@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 
 from benchmarks.load import (
+    Phase,
     fault_targets,
     most_calls_in_one_fold,
     p95_ratio_interval,
     parse_args,
+    rejected_saves,
     targets,
     with_earlier_parts,
 )
@@ -160,3 +162,51 @@ def test_the_p95_target_row_shows_the_ratio_and_its_interval():
     assert "95% bootstrap interval 0.80-1.30 x" in p95["measured"]
     stock, ours = run["agents"]["stock"]["p95_seconds"], run["agents"]["summarizing"]["p95_seconds"]
     assert p95["holds"] == (ours <= 1.1 * stock)
+
+
+def phase_with_rejected_saves(calls: list[dict]) -> Phase:
+    phase = Phase("rejected_saves", "postgres", users=2, seconds=140, think_seconds=2.0)
+    phase.events = [{"at": 30.0, "event": "summary saves rejected"}, {"at": 90.0, "event": "summary saves accepted"}]
+    phase.calls = [{"kind": "summary", **c} for c in calls]
+    return phase
+
+
+def test_a_call_within_the_back_off_after_a_rejected_save_is_a_retry_the_back_off_should_have_held():
+    # s1001 folds a, b (rejected at 32 s), its other worker tries again at 40 s: within the 30 s back-off.
+    early = phase_with_rejected_saves(
+        [
+            {**call(30.0, 32.0, [], ["a", "b"]), "pid": 7},
+            {**call(40.0, 42.0, [], ["a", "b", "c"]), "pid": 8},
+        ]
+    )
+    assert rejected_saves(early) == {"folds": 2, "retried_within_backoff": 1}, "the retry was rejected too"
+
+    held = phase_with_rejected_saves([call(30.0, 32.0, [], ["a", "b"]), call(63.0, 65.0, [], ["a", "b", "c"])])
+    assert rejected_saves(held) == {"folds": 2, "retried_within_backoff": 0}
+
+
+def test_the_next_batch_of_the_same_fold_is_no_retry():
+    # Two batches of one fold: the save comes after the second, and only that one was rejected.
+    one_fold = phase_with_rejected_saves([call(30.0, 32.0, [], ["a", "b"]), call(32.01, 34.0, ["a", "b"], ["c", "d"])])
+    assert rejected_saves(one_fold) == {"folds": 1, "retried_within_backoff": 0}
+    # A save after the database accepts them again is no rejected one.
+    after = phase_with_rejected_saves([call(95.0, 97.0, [], ["a", "b"])])
+    assert rejected_saves(after) == {"folds": 0, "retried_within_backoff": 0}
+
+
+def test_the_rejected_saves_fault_needs_a_rejected_save_and_no_retry_within_the_back_off():
+    report = copy.deepcopy(SAVED)
+    report["faults"]["rejected_saves"] = {
+        **copy.deepcopy(SAVED["faults"]["summary_outage"]),
+        "name": "rejected_saves",
+        "rejected_saves": {"folds": 3, "retried_within_backoff": 0},
+    }
+    assert row(report, "rejected_saves", "summary calls within the back-off after a rejected save")["holds"]
+    assert row(report, "rejected_saves", "sessions that folded before the fault and fold on after it")["holds"]
+
+    report["faults"]["rejected_saves"]["rejected_saves"] = {"folds": 3, "retried_within_backoff": 1}
+    assert not row(report, "rejected_saves", "summary calls within the back-off after a rejected save")["holds"]
+    report["faults"]["rejected_saves"]["rejected_saves"] = {"folds": 0, "retried_within_backoff": 0}
+    assert not row(report, "rejected_saves", "summary calls within the back-off after a rejected save")["holds"], (
+        "no save was rejected: the fault did not happen"
+    )
