@@ -27,8 +27,8 @@ Faults, each a phase on the two-worker PostgreSQL server (`--faults`): `pg_resta
 `--outage-seconds`, then started again), `worker_kill` (one worker SIGKILLed while one of its summary calls runs),
 `summary_outage` (summary calls fail for `--summary-outage-seconds`, then succeed), `rejected_saves` (the database
 rejects every save of a fold for as long, a trigger on the state table; the back-off of a failed save goes through),
-`slow_summary` (summary calls take `--slow-summary-seconds`). Writes `load.json` and `load.png` (p95 turn time against N, both agents, both
-backends) to `--out`. Every loop is bounded in count and time; only 127.0.0.1 is used.
+`slow_summary` (summary calls take `--slow-summary-seconds`). Writes `load.json` and `load.png` (p95 turn time
+against N, both agents, both backends) to `--out`. Every loop is bounded in count and time; only 127.0.0.1 is used.
 """
 
 from __future__ import annotations
@@ -684,7 +684,7 @@ def agent_metrics(phase: Phase, agent: str, summary_state: dict[str, list[str]])
         "cut_off_summary_calls": sum(1 for c in summary_calls if c["end"] is None),
         "summary_calls_per_exchange": round(len(summary_calls) / len(done), 3) if done else None,
         "wasted_summary_calls": len(succeeded) - len(on_chain),
-        "most_calls_in_one_fold": most_calls_in_one_fold(summary_calls),
+        "most_calls_in_one_fold": most_calls_in_one_fold(summary_calls, saved_counts(phase)),
         "retried_within_backoff": retried_within_backoff(by_session),
     }
 
@@ -716,28 +716,26 @@ def fold_starts(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return starts
 
 
-ONE_FOLD_GAP_SECONDS = 0.5
-"""A fold's next summary call starts as soon as the one before has answered; the next fold after the next reply."""
-
-
-def most_calls_in_one_fold(summary_calls: list[dict[str, Any]]) -> int:
-    """Most summary calls one fold made: calls of one session in one worker, each folding on from the one before
-    and starting as it answered (the folds after successive replies fold on from each other too, turns apart)."""
+def most_calls_in_one_fold(summary_calls: list[dict[str, Any]], saved_counts: dict[str, set[int]]) -> int:
+    """Most summary calls one fold made. A fold's first call folds on from a saved summary: its previous summary
+    lists as many messages as a saved state row's `absorbed_count` (the polled `saved_counts` of its session). Each
+    next call of the fold, in the same worker, folds on from the call before it, whose summary is not saved yet (it
+    lists a count between two saved ones). A fold queued behind the one running starts from that one's save."""
     most = 0
-    runs: dict[tuple[str, int], tuple[list[str], int, float]] = {}
+    runs: dict[tuple[str, int], tuple[list[str], int]] = {}
     for call in summary_calls:
         key = (call["session"], call["pid"])
-        chain, count, ended = runs.get(key, ([], 0, 0.0))
-        continued = (
-            bool(chain)
-            and call["previous"] == chain
-            and not call["failed"]
-            and call["start"] - ended <= ONE_FOLD_GAP_SECONDS
-        )
-        count = count + 1 if continued else 1
-        runs[key] = (call["previous"] + call["folded"], count, call["end"] or call["start"])
+        chain, count = runs.get(key, ([], 0))
+        starts = not call["previous"] or len(call["previous"]) in saved_counts.get(call["session"], set())
+        count = count + 1 if not starts and chain and call["previous"] == chain else 1
+        runs[key] = ([] if call["failed"] or call["end"] is None else call["previous"] + call["folded"], count)
         most = max(most, count)
     return most
+
+
+def saved_counts(phase: Phase) -> dict[str, set[int]]:
+    """Each session's `absorbed_count`s its state row held while the phase ran, by session marker."""
+    return {session_id.rsplit("-", 1)[-1]: {count for _, count in seen} for session_id, seen in phase.versions.items()}
 
 
 def retried_within_backoff(by_session: dict[str, list[dict[str, Any]]]) -> int:

@@ -69,16 +69,20 @@ def call(start: float, end: float, previous: list[str], folded: list[str], faile
     }
 
 
-def test_one_fold_is_the_calls_that_follow_each_other_at_once_not_the_folds_of_successive_replies():
+def test_one_fold_is_its_calls_from_a_saved_summary_to_the_next_not_the_folds_queued_behind_it():
     catch_up = [
         call(0.0, 2.0, [], ["a", "b"]),
         call(2.01, 4.0, ["a", "b"], ["c", "d"]),
         call(4.02, 6.0, ["a", "b", "c", "d"], ["e"]),
     ]
-    assert most_calls_in_one_fold(catch_up) == 3
-    # The fold after the next reply folds on from the one before, a turn later: a fold of its own.
-    successive = [call(0.0, 2.0, [], ["a", "b"]), call(9.0, 11.0, ["a", "b"], ["c", "d"])]
-    assert most_calls_in_one_fold(successive) == 1
+    assert most_calls_in_one_fold(catch_up, {"s1001": {5}}) == 3
+    # The fold queued behind the running one starts the moment it ends, from its save: a fold of its own.
+    queued = [call(0.0, 2.0, [], ["a", "b"]), call(2.01, 4.0, ["a", "b"], ["c", "d"])]
+    assert most_calls_in_one_fold(queued, {"s1001": {2, 4}}) == 1
+    assert most_calls_in_one_fold(queued, {"s1001": {4}}) == 2, "without a save of a, b: one fold of two batches"
+    # A call that failed ends its fold; the next call is the next fold, from the saved summary.
+    failed = [call(0.0, 2.0, [], ["a", "b"], failed=True), call(2.01, 4.0, [], ["a", "b", "c"])]
+    assert most_calls_in_one_fold(failed, {"s1001": {3}}) == 1
 
 
 def test_a_retry_within_the_back_off_in_any_worker_fails_the_outage():
