@@ -866,7 +866,7 @@ def control_fault(control_path: Path, at: float, seconds: float, **values: Any) 
 
 
 REJECT_SAVES_SQL = (
-    "CREATE FUNCTION load_reject_fold_saves() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    "CREATE OR REPLACE FUNCTION load_reject_fold_saves() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
     "IF (TG_OP = 'INSERT' AND NEW.absorbed_count > 0) OR (TG_OP = 'UPDATE' AND NEW.absorbed_count IS DISTINCT FROM "
     "OLD.absorbed_count) THEN RAISE EXCEPTION 'load benchmark: the summary save is rejected'; END IF; RETURN NEW; "
     "END $$",
@@ -889,11 +889,14 @@ def rejected_saves_fault(engine: sa.Engine, at: float, seconds: float) -> Callab
 
     async def fault(phase: Phase) -> None:
         await asyncio.sleep(at)
-        await asyncio.to_thread(run, REJECT_SAVES_SQL)
-        event(phase, "summary saves rejected")
-        await asyncio.sleep(seconds)
-        await asyncio.to_thread(run, ACCEPT_SAVES_SQL)
-        event(phase, "summary saves accepted")
+        try:
+            await asyncio.to_thread(run, REJECT_SAVES_SQL)
+            event(phase, "summary saves rejected")
+            await asyncio.sleep(seconds)
+        finally:
+            # Also when the phase ends early: the next faults run on the same database.
+            await asyncio.to_thread(run, ACCEPT_SAVES_SQL)
+            event(phase, "summary saves accepted")
 
     return fault
 
@@ -1093,7 +1096,11 @@ def fault_runs(
     results: dict[str, dict[str, Any]] = {}
     for name in args.faults:
         try:
-            results[name] = {**fault_run(server, engine, work_dir, args, pg, name), "commit": commit()}
+            results[name] = {
+                **fault_run(server, engine, work_dir, args, pg, name),
+                "commit": commit(),
+                "max_background_folds": args.fault_max_background_folds or DEFAULT_MAX_RUNNING,
+            }
         except Exception as exc:  # noqa: BLE001 - one fault that cannot run is reported; the others still run
             print(f"{name}: did not complete: {type(exc).__name__}: {exc}", flush=True)
             results[name] = {"error": f"{type(exc).__name__}: {exc}"}
@@ -1194,10 +1201,10 @@ def targets(backend: str, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for run in measured:
         n, stock, ours = run["users_per_agent"], run["agents"]["stock"], run["agents"]["summarizing"]
         limit = P95_RATIO_TARGET * (stock["p95_seconds"] or 0)
-        measured: Any = ours["p95_seconds"]
-        if (interval := run.get("p95_ratio_interval")) and stock["p95_seconds"] and measured is not None:
-            measured = (
-                f"{measured} s ({measured / stock['p95_seconds']:.2f} x stock; 95% bootstrap interval "
+        p95: Any = ours["p95_seconds"]
+        if (interval := run.get("p95_ratio_interval")) and stock["p95_seconds"] and p95 is not None:
+            p95 = (
+                f"{p95} s ({p95 / stock['p95_seconds']:.2f} x stock; 95% bootstrap interval of this phase's turns "
                 f"{interval[0]:.2f}-{interval[1]:.2f} x)"
             )
         rows += [
@@ -1205,7 +1212,7 @@ def targets(backend: str, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 backend,
                 n,
                 "p95 turn time, Summarizing",
-                measured,
+                p95,
                 f"<= {P95_RATIO_TARGET:g} x stock {stock['p95_seconds']} s = {limit:.3f} s",
                 ours["p95_seconds"] is not None and ours["p95_seconds"] <= limit,
             ),
@@ -1242,9 +1249,11 @@ def targets(backend: str, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def fault_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     """Each fault's PASS/FAIL rows: what the issue's faults promise, from the fault runs' reports."""
-    users, rows = report["fault_users"], []
-    places = 2 * report["fault_max_background_folds"]
+    rows = []
     for name, run in report["faults"].items():
+        # A fault kept from an earlier run is scored with the users and places it ran with.
+        users = run.get("users_per_agent", report["fault_users"])
+        places = 2 * (run.get("max_background_folds") or report["fault_max_background_folds"])
         if "error" in run:
             rows.append(_target("postgres", users, f"{name}: the fault ran", run["error"], "completes", False))
             continue
@@ -1273,9 +1282,8 @@ def fault_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                 run["audit"]["holds"],
             ),
         ]
-        if name in ("summary_outage", "rejected_saves"):
-            most = report.get("max_folds_per_turn", DEFAULT_MAX_FOLDS_PER_TURN)
-            rows += [
+        if name == "summary_outage":
+            rows.append(
                 _target(
                     "postgres",
                     users,
@@ -1283,7 +1291,11 @@ def fault_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                     ours["retried_within_backoff"],
                     "0",
                     ours["retried_within_backoff"] == 0,
-                ),
+                )
+            )
+        if name in ("summary_outage", "rejected_saves"):
+            most = report.get("max_folds_per_turn", DEFAULT_MAX_FOLDS_PER_TURN)
+            rows += [
                 _target(
                     "postgres",
                     users,
@@ -1302,17 +1314,6 @@ def fault_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                     f"{rejected['retried_within_backoff']} after {rejected['folds']} rejected saves",
                     "0, after at least 1",
                     rejected["folds"] >= 1 and rejected["retried_within_backoff"] == 0,
-                )
-            )
-        if name in ("rejected_saves", "summary_outage") and (across := run.get("sessions_folding_across_fault")):
-            rows.append(
-                _target(
-                    "postgres",
-                    users,
-                    f"{name}: sessions that folded before the fault and fold on after it",
-                    f"{across['before_and_after']} of {across['before']}",
-                    "all, at least 1",
-                    across["before"] >= 1 and across["before_and_after"] == across["before"],
                 )
             )
         if name == "slow_summary":
@@ -1484,11 +1485,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def rescore(path: Path) -> int:
     """The saturation points and targets of saved results, from their runs, with this version's rules."""
     report = json.loads(path.read_text())
-    report["rescored"] = {"command": f"python -m benchmarks.load --rescore {path}", "commit": commit()}
+    rescored = {"command": f"python -m benchmarks.load --rescore {path}", "commit": commit()}
     report["targets"] = []
     for backend, runs in report["runs"].items():
+        report.setdefault("runs_measured", {}).setdefault(
+            backend, {"command": report["command"], "commit": report["commit"]}
+        )["rescored"] = rescored
         report[f"stock_saturates_at_{backend}"] = saturation(runs)
         report["targets"] += targets(backend, runs)
+    if report.get("faults"):
+        report["faults_rescored"] = rescored
     report["fault_targets"] = fault_targets(report) if report.get("faults") else []
     path.write_text(json.dumps(report, indent=1) + "\n")
     print(report_text(report))
@@ -1598,16 +1604,16 @@ FAULT_KEYS = (
 def with_earlier_parts(report: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """The parts of the saved results file this run did not measure stay, each with the command and commit it was
     measured at: the load phases of a backend not run (`--backends`, `--users ""`) and the faults not run
-    (`--faults`)."""
+    (`--faults`, or a run without PostgreSQL)."""
     measured = {"command": report["command"], "commit": report["commit"]}
     report = {
         **report,
-        "faults_command": report["command"],
-        "faults_commit": report["commit"],
         "runs_measured": {
             backend: {**measured, "max_background_folds": report["max_background_folds"]} for backend in report["runs"]
         },
     }
+    if report["faults"]:
+        report.update(faults_command=report["command"], faults_commit=report["commit"])
     path = args.out / "load.json"
     if not path.exists():
         return report
@@ -1617,32 +1623,34 @@ def with_earlier_parts(report: dict[str, Any], args: argparse.Namespace) -> dict
             "command": earlier["command"],
             "commit": earlier["commit"],
             "max_background_folds": earlier.get("max_background_folds"),
+            **({"rescored": earlier["rescored"]} if "rescored" in earlier else {}),
         }
         for backend in earlier.get("runs", {})
     }
+    merged = {key: value for key, value in report.items() if key != "rescored"}
     kept = [b for b in earlier.get("runs", {}) if b not in report["runs"]]
-    merged = {**report}
     if kept:
         runs = {**report["runs"], **{b: earlier["runs"][b] for b in kept}}
         merged["runs"] = {b: runs[b] for b in BACKENDS if b in runs}
         merged["runs_measured"] = {b: report["runs_measured"].get(b) or earlier_measured[b] for b in merged["runs"]}
-        kept_targets = [t for t in earlier.get("targets", []) if t["backend"] in kept]
-        merged["targets"] = [
-            t for b in merged["runs"] for t in [*kept_targets, *report["targets"]] if t["backend"] == b
-        ]
+        every = [*(t for t in earlier.get("targets", []) if t["backend"] in kept), *report["targets"]]
+        merged["targets"] = [t for b in merged["runs"] for t in every if t["backend"] == b]
         for backend in kept:
             merged[f"stock_saturates_at_{backend}"] = earlier.get(f"stock_saturates_at_{backend}")
-        if "rescored" in earlier:
-            merged["rescored"] = earlier["rescored"]
-    if not args.faults:
-        earlier.setdefault("faults_command", earlier.get("command"))
-        earlier.setdefault("faults_commit", earlier.get("commit"))
+    earlier.setdefault("faults_command", earlier.get("command"))
+    earlier.setdefault("faults_commit", earlier.get("commit"))
+    if not report["faults"]:
         merged.update({key: earlier[key] for key in FAULT_KEYS if key in earlier})
-    elif set(args.faults) != set(FAULTS):
-        # Some faults re-run: the others keep their saved results, each with the commit it ran at.
+    else:
+        # Some faults re-run: the others keep their saved results, each with the commit and places it ran with.
         for name, fault in earlier.get("faults", {}).items():
             merged["faults"].setdefault(
-                name, {**fault, "commit": fault.get("commit", earlier.get("faults_commit", earlier["commit"]))}
+                name,
+                {
+                    "commit": earlier["faults_commit"],
+                    "max_background_folds": earlier.get("fault_max_background_folds"),
+                    **fault,
+                },
             )
     return merged
 

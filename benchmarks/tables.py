@@ -390,10 +390,13 @@ def fault_table(faults: dict[str, dict[str, Any]], faults_commit: str | None = N
     return [*table(header, rows, "lrrrrrrrl"), ""]
 
 
+def rescored_text(measured: dict[str, Any]) -> str:
+    rescored = measured.get("rescored")
+    return f"; targets: `{rescored['command']}` at commit `{rescored['commit']}`" if rescored else ""
+
+
 def load(report: dict[str, Any], name: str) -> list[str]:
     lines = [f"From `benchmarks/results/{name}.json`.", ""]
-    if rescored := report.get("rescored"):
-        lines[0] += f" Saturation and targets: `{rescored['command']}` at commit `{rescored['commit']}`."
     for backend, runs in report["runs"].items():
         workers = "one worker" if backend == "sqlite" else "two workers"
         saturated = report.get(f"stock_saturates_at_{backend}")
@@ -402,17 +405,18 @@ def load(report: dict[str, Any], name: str) -> list[str]:
         lines += [
             f"{'SQLite' if backend == 'sqlite' else 'PostgreSQL'}, {workers}, "
             f"{measured.get('max_background_folds') or report['max_background_folds']} places per worker for folds "
-            f"after the reply (`{measured['command']}` at commit `{measured['commit']}`); the stock Agent saturates "
-            f"at {at}:",
+            f"after the reply (`{measured['command']}` at commit `{measured['commit']}`{rescored_text(measured)}); "
+            f"the stock Agent saturates at {at}:",
             "",
             *load_runs_table(runs),
         ]
     if report["faults"]:
         places = report.get("fault_max_background_folds", 4)
+        faults_rescored = rescored_text({"rescored": report.get("faults_rescored")})
         lines += [
             f"Faults (PostgreSQL, two workers, {report['fault_users']} users per agent, {places} place(s) per worker "
             f"for folds after the reply; `{report.get('faults_command', report['command'])}` at commit "
-            f"`{report.get('faults_commit', report['commit'])}`):",
+            f"`{report.get('faults_commit', report['commit'])}`{faults_rescored}):",
             "",
         ]
         lines += fault_table(report["faults"], report.get("faults_commit"))
