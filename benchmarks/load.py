@@ -1428,7 +1428,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n")[0])
     parser.add_argument("--backends", type=names(BACKENDS), default=list(BACKENDS))
-    parser.add_argument("--users", type=numbers, default=[1, 2, 4, 6], help="N, concurrent users per agent")
+    parser.add_argument("--users", type=numbers, default=[1, 2, 4, 6, 8, 10], help="N, concurrent users per agent")
     parser.add_argument("--phase-seconds", type=float, default=120.0, help="length of each load phase")
     parser.add_argument("--think-seconds", type=float, default=2.0, help="mean pause between a reply and the next")
     parser.add_argument("--max-turns-per-user", type=int, default=60)

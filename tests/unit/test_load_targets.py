@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from benchmarks.load import (
+    FAULTS,
     Phase,
     fault_targets,
     most_calls_in_one_fold,
@@ -28,10 +29,11 @@ def row(report: dict, fault: str, starts: str) -> dict:
 
 def test_each_fault_has_its_rows():
     names = {t["name"].split(":", 1)[0] for t in fault_targets(SAVED)}
-    assert names == {"slow_summary", "summary_outage", "worker_kill", "pg_restart"}
+    assert names == set(FAULTS)
     assert row(SAVED, "summary_outage", "summary calls within the back-off")
     assert row(SAVED, "summary_outage", "most summary calls in one fold")
     assert row(SAVED, "slow_summary", "fold queue wait")
+    assert row(SAVED, "rejected_saves", "summary calls within the back-off after a rejected save")
 
 
 def test_a_session_chatting_again_after_a_restart_that_never_folds_again_fails_the_restart():
