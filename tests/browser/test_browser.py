@@ -153,6 +153,26 @@ def _click(driver: WebDriver, test_id: str) -> None:
     wait.until(clicked, message=f"a click on {test_id}")
 
 
+NEW_SESSION = "//*[starts-with(normalize-space(text()), 'New Session')]"
+"""The Playground's name for the session a click on "+" opens, in the sessions list and the chat's header."""
+
+
+def _new_chat(driver: WebDriver) -> None:
+    """Open a new session in the Playground, clicking "+" again while it shows none: a click while the Playground
+    still loads the flow's sessions is lost, and the chat would go to the Default Session."""
+
+    def opened(d: WebDriver) -> bool:
+        if d.find_elements(By.XPATH, NEW_SESSION):
+            return True
+        try:
+            _clickable(d, "new-chat").click()
+        except ElementClickInterceptedException:
+            return False
+        return bool(d.find_elements(By.XPATH, NEW_SESSION))
+
+    _wait_for(driver, opened, "a new session in the Playground")
+
+
 def _screenshot_on_failure(driver: WebDriver, name: str) -> None:
     ARTIFACTS_DIR.mkdir(exist_ok=True)
     driver.save_screenshot(str(ARTIFACTS_DIR / name))
@@ -276,7 +296,7 @@ def test_the_playground_shows_the_memory_step_and_deleting_the_session_drops_its
     try:
         browser.get(f"{langflow_server.base_url}/flow/{flow_id}")
         _click(browser, "playground-btn-flow-io")
-        _click(browser, "new-chat")
+        _new_chat(browser)
 
         for turn in range(CHAT_MESSAGES):
             text = OPENING if turn == 0 else f"Step {turn}: I restarted the deployment and it still fails."
@@ -345,7 +365,7 @@ def test_the_memory_chatbot_playground_shows_no_summary_and_its_model_got_the_su
     try:
         browser.get(f"{langflow_server.base_url}/flow/{flow_id}")
         _click(browser, "playground-btn-flow-io")
-        _click(browser, "new-chat")
+        _new_chat(browser)
         texts = [OPENING, *(f"Step {turn}: I restarted the deployment and it still fails." for turn in range(1, 15))]
         for turn, text in enumerate(texts):
             _send(browser, text, turn)
