@@ -865,6 +865,11 @@ def control_fault(control_path: Path, at: float, seconds: float, **values: Any) 
     return fault
 
 
+def event_times(phase: Phase) -> dict[str, float]:
+    """When each event of the phase happened, in wall-clock seconds."""
+    return {e["event"]: phase.started + e["at"] for e in phase.events}
+
+
 REJECT_SAVES_SQL = (
     "CREATE OR REPLACE FUNCTION load_reject_fold_saves() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
     "IF (TG_OP = 'INSERT' AND NEW.absorbed_count > 0) OR (TG_OP = 'UPDATE' AND NEW.absorbed_count IS DISTINCT FROM "
@@ -905,7 +910,7 @@ def rejected_saves(phase: Phase, margin: float = 2.0) -> dict[str, int]:
     """The summarizing sessions' folds whose save the database rejected (the last call of a fold that ended while
     saves were rejected: no call folded on from it), and the summary calls of the same session that started within
     the first back-off after one, in any worker, not folding on from it: a retry the back-off should have held."""
-    times = {e["event"]: phase.started + e["at"] for e in phase.events}
+    times = event_times(phase)
     start, end = times.get("summary saves rejected"), times.get("summary saves accepted")
     if start is None or end is None:
         return {"folds": 0, "retried_within_backoff": 0}
@@ -927,7 +932,7 @@ def rejected_saves(phase: Phase, margin: float = 2.0) -> dict[str, int]:
 
 def failures_during(phase: Phase, start_event: str, end_event: str, margin: float) -> dict[str, int]:
     """Failed turns per agent that ran into the window between two events (plus `margin` after), and outside it."""
-    times = {e["event"]: phase.started + e["at"] for e in phase.events}
+    times = event_times(phase)
     start, end = times.get(start_event), times.get(end_event, times.get(start_event))
     counts = {f"{agent}_{where}": 0 for agent in AGENTS for where in ("inside", "outside")}
     for turn in phase.turns:
@@ -942,7 +947,7 @@ def folds_across(phase: Phase, summary_state: dict[str, list[str]], start_event:
     """Summarizing sessions with a saved fold before the fault, those of them with at least Fold Batch answered turns
     after it (twice Fold Batch new messages: a fold is due again), and how many of each saved a fold after it. A
     session that goes on with its summary folds on from it once it is chatting again."""
-    times = {e["event"]: phase.started + e["at"] for e in phase.events}
+    times = event_times(phase)
     start, end = times.get(start_event), times.get(end_event, times.get(start_event))
     before, after = set(), set()
     for call in phase.calls:
@@ -1110,75 +1115,36 @@ def fault_runs(
 def fault_run(
     server: LangflowServer, engine: sa.Engine, work_dir: Path, args: argparse.Namespace, pg: OwnPostgres, name: str
 ) -> dict[str, Any]:
-    users, at = args.fault_users, args.fault_at_seconds
+    at, outage = args.fault_at_seconds, args.summary_outage_seconds
     if name == "pg_restart":
         # Late enough that every session has folded before it, long enough after it for the next folds.
         restart_at = args.restart_at_seconds
-        report = run_phase(
-            server,
-            engine,
-            work_dir,
-            args,
-            name=name,
-            backend="postgres",
-            users=users,
-            seconds=restart_at + args.outage_seconds + args.restart_recovery_seconds,
-            fault=lambda r, c: pg_restart_fault(pg, restart_at, args.outage_seconds),
-            window=("postgres stopped", "postgres started"),
-        )
+        phase = {
+            "seconds": restart_at + args.outage_seconds + args.restart_recovery_seconds,
+            "fault": lambda r, c: pg_restart_fault(pg, restart_at, args.outage_seconds),
+            "window": ("postgres stopped", "postgres started"),
+        }
     elif name == "rejected_saves":
-        report = run_phase(
-            server,
-            engine,
-            work_dir,
-            args,
-            name=name,
-            backend="postgres",
-            users=users,
-            seconds=at + args.summary_outage_seconds + args.recovery_seconds,
-            fault=lambda r, c: rejected_saves_fault(engine, at, args.summary_outage_seconds),
-            window=("summary saves rejected", "summary saves accepted"),
-        )
+        phase = {
+            "seconds": at + outage + args.recovery_seconds,
+            "fault": lambda r, c: rejected_saves_fault(engine, at, outage),
+            "window": ("summary saves rejected", "summary saves accepted"),
+        }
     elif name == "worker_kill":
-        report = run_phase(
-            server,
-            engine,
-            work_dir,
-            args,
-            name=name,
-            backend="postgres",
-            users=users,
-            seconds=args.fault_seconds,
-            fault=lambda r, c: worker_kill_fault(server, r, at),
-            window=("worker killed", "worker killed"),
-        )
+        phase = {
+            "seconds": args.fault_seconds,
+            "fault": lambda r, c: worker_kill_fault(server, r, at),
+            "window": ("worker killed", "worker killed"),
+        }
     elif name == "summary_outage":
-        seconds = at + args.summary_outage_seconds + args.recovery_seconds
-        report = run_phase(
-            server,
-            engine,
-            work_dir,
-            args,
-            name=name,
-            backend="postgres",
-            users=users,
-            seconds=seconds,
-            fault=lambda r, c: control_fault(c, at, args.summary_outage_seconds, fail_summary=True),
-            window=("summary model changed", "summary model restored"),
-        )
+        phase = {
+            "seconds": at + outage + args.recovery_seconds,
+            "fault": lambda r, c: control_fault(c, at, outage, fail_summary=True),
+            "window": ("summary model changed", "summary model restored"),
+        }
     else:
-        report = run_phase(
-            server,
-            engine,
-            work_dir,
-            args,
-            name=name,
-            backend="postgres",
-            users=users,
-            seconds=args.fault_seconds,
-            control={"summary_seconds": args.slow_summary_seconds},
-        )
-    return report
+        phase = {"seconds": args.fault_seconds, "control": {"summary_seconds": args.slow_summary_seconds}}
+    return run_phase(server, engine, work_dir, args, name=name, backend="postgres", users=args.fault_users, **phase)
 
 
 def saturation(runs: list[dict[str, Any]]) -> int | None:

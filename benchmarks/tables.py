@@ -390,8 +390,7 @@ def fault_table(faults: dict[str, dict[str, Any]], faults_commit: str | None = N
     return [*table(header, rows, "lrrrrrrrl"), ""]
 
 
-def rescored_text(measured: dict[str, Any]) -> str:
-    rescored = measured.get("rescored")
+def rescored_text(rescored: dict[str, Any] | None) -> str:
     return f"; targets: `{rescored['command']}` at commit `{rescored['commit']}`" if rescored else ""
 
 
@@ -402,17 +401,18 @@ def load(report: dict[str, Any], name: str) -> list[str]:
         saturated = report.get(f"stock_saturates_at_{backend}")
         at = f"N={saturated}" if saturated else "no N measured"
         measured = report.get("runs_measured", {}).get(backend) or report
+        rescored = rescored_text(measured.get("rescored"))
         lines += [
             f"{'SQLite' if backend == 'sqlite' else 'PostgreSQL'}, {workers}, "
             f"{measured.get('max_background_folds') or report['max_background_folds']} places per worker for folds "
-            f"after the reply (`{measured['command']}` at commit `{measured['commit']}`{rescored_text(measured)}); "
+            f"after the reply (`{measured['command']}` at commit `{measured['commit']}`{rescored}); "
             f"the stock Agent saturates at {at}:",
             "",
             *load_runs_table(runs),
         ]
     if report["faults"]:
         places = report.get("fault_max_background_folds", 4)
-        faults_rescored = rescored_text({"rescored": report.get("faults_rescored")})
+        faults_rescored = rescored_text(report.get("faults_rescored"))
         lines += [
             f"Faults (PostgreSQL, two workers, {report['fault_users']} users per agent, {places} place(s) per worker "
             f"for folds after the reply; `{report.get('faults_command', report['command'])}` at commit "

@@ -93,10 +93,16 @@ def test_a_retry_within_the_back_off_in_any_worker_fails_the_outage():
     assert not row(report, "summary_outage", "summary calls within the back-off")["holds"]
 
 
+def fresh_report(command: str, runs: dict, **parts: object) -> dict:
+    """What a run measured, before `with_earlier_parts` adds the saved parts it did not."""
+    report = {"command": command, "commit": "abc1234", "max_background_folds": 4, "runs": runs, "targets": []}
+    return {**report, "faults": {}, **parts}
+
+
 def test_a_faults_only_run_keeps_the_saved_load_phases(tmp_path):
     (tmp_path / "load.json").write_text(json.dumps(SAVED))
     args = parse_args(["--backends", "postgres", "--users", "", "--faults", "pg_restart", "--out", str(tmp_path)])
-    fresh = {"command": "faults only", "commit": "abc1234", "runs": {}, "targets": [], "faults": {"pg_restart": {}}}
+    fresh = fresh_report("faults only", {}, faults={"pg_restart": {}})
 
     merged = with_earlier_parts(fresh, args)
 
@@ -120,15 +126,9 @@ def test_a_run_of_one_backend_keeps_the_other_backends_saved_load_phases(tmp_pat
     args = parse_args(["--backends", "postgres", "--faults", "none", "--out", str(tmp_path)])
     fresh_runs = [{"users_per_agent": 8, "agents": {}}]
     fresh_targets = [{"backend": "postgres", "users": 8, "name": "failed turns", "holds": True}]
-    fresh = {
-        "command": "postgres only",
-        "commit": "abc1234",
-        "max_background_folds": 4,
-        "runs": {"postgres": fresh_runs},
-        "targets": fresh_targets,
-        "faults": {},
-        "stock_saturates_at_postgres": 8,
-    }
+    fresh = fresh_report(
+        "postgres only", {"postgres": fresh_runs}, targets=fresh_targets, stock_saturates_at_postgres=8
+    )
 
     merged = with_earlier_parts(fresh, args)
 
@@ -221,14 +221,7 @@ def test_a_run_that_ran_no_fault_keeps_the_saved_faults_whatever_faults_it_names
     (tmp_path / "load.json").write_text(json.dumps(SAVED))
     # SQLite only, with every fault named (the default): the faults run on PostgreSQL, so none ran.
     args = parse_args(["--backends", "sqlite", "--out", str(tmp_path)])
-    fresh = {
-        "command": "sqlite only",
-        "commit": "abc1234",
-        "max_background_folds": 4,
-        "runs": {"sqlite": []},
-        "targets": [],
-        "faults": {},
-    }
+    fresh = fresh_report("sqlite only", {"sqlite": []})
 
     merged = with_earlier_parts(fresh, args)
 
@@ -241,14 +234,7 @@ def test_an_earlier_rescore_stays_with_the_backend_it_scored(tmp_path):
     saved.pop("runs_measured", None)
     (tmp_path / "load.json").write_text(json.dumps(saved))
     args = parse_args(["--backends", "postgres", "--faults", "none", "--out", str(tmp_path)])
-    fresh = {
-        "command": "postgres only",
-        "commit": "abc1234",
-        "max_background_folds": 4,
-        "runs": {"postgres": []},
-        "targets": [],
-        "faults": {},
-    }
+    fresh = fresh_report("postgres only", {"postgres": []})
 
     merged = with_earlier_parts(fresh, args)
 
