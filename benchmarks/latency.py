@@ -38,8 +38,8 @@ from benchmarks.revision import commit
 from benchmarks.script import Exchange, support_session
 from benchmarks.support_session import Run, RunResult, _exchange, _unexpected
 from langflow_summarizing_agent.engine.settings import DEFAULT_HISTORY_TOKEN_BUDGET
-from langflow_summarizing_agent.wiring import background
-from langflow_summarizing_agent.wiring.background import BackgroundFolds
+from langflow_summarizing_agent.wiring import runtime
+from langflow_summarizing_agent.wiring.timing import AfterReply, Inline
 from tests.support.services import BACKENDS, database_backend, langflow_services
 
 N_MESSAGES = 10
@@ -95,14 +95,12 @@ async def replay_timed(latency_run: LatencyRun, session: list[Exchange], args: a
     """`session` through the run's agent, one timed graph run per exchange."""
     run = latency_run.run
     model = SlowSummaryModel(message_numbers=message_numbers(session), summary_seconds=args.summary_seconds)
-    folds = BackgroundFolds()
-    if latency_run.fold_after_reply:
-        folds.enable()
-    previous, background.FOLDS = background.FOLDS, folds
+    folds = AfterReply()
+    timing = folds if latency_run.fold_after_reply else Inline()
     flow_id, user_id, session_id = uuid.uuid4(), uuid.uuid4(), f"latency-{run.key}-{uuid.uuid4().hex[:8]}"
     result = RunResult(run, session, model.calls, completed=0)
     turns: list[tuple[int, float, float]] = []
-    try:
+    with runtime.using(runtime.Runtime(timing=timing)):
         for exchange in session:
             model.plan = TurnPlan(exchange.index, exchange.reply, exchange.tool_calls, exchange.expression)
             settings = run.settings(exchange.index, len(session) - 1)
@@ -124,8 +122,6 @@ async def replay_timed(latency_run: LatencyRun, session: list[Exchange], args: a
             if latency_run.think_seconds:
                 await asyncio.sleep(args.think_seconds)
         await folds.wait_all()
-    finally:
-        background.FOLDS = previous
     first_agent_call = {}
     for exchange_index, at in model.agent_starts:
         first_agent_call.setdefault(exchange_index, at)

@@ -56,7 +56,8 @@ from benchmarks.script import (
 )
 from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX
 from langflow_summarizing_agent.engine.settings import DEFAULT_HISTORY_TOKEN_BUDGET
-from langflow_summarizing_agent.wiring import background, usage
+from langflow_summarizing_agent.wiring import runtime
+from langflow_summarizing_agent.wiring.timing import AfterReply
 from langflow_summarizing_agent.wiring.agent_turn import turn_of
 from tests.support.services import BACKENDS, database_backend, langflow_services
 
@@ -242,13 +243,9 @@ async def replay(run: Run, session: list[Exchange], exchange_turn: Any = None) -
     # Folds run after the reply, as on `langflow run`; each ends before the next exchange, as while a person reads
     # the reply and types.
     # Each run is a server process of its own: its folds, and what it learned of the provider's usage.
-    folds, background.FOLDS = background.FOLDS, background.BackgroundFolds()
-    observed, usage.USAGE = usage.USAGE, usage.SessionUsage()
-    background.FOLDS.enable()
-    try:
-        await _replay(run, session, model, result, exchange_turn, (flow_id, user_id, session_id))
-    finally:
-        background.FOLDS, usage.USAGE = folds, observed
+    folds = AfterReply()
+    with runtime.using(runtime.Runtime(timing=folds)):
+        await _replay(run, session, model, result, exchange_turn, (flow_id, user_id, session_id), folds)
     result.seconds = time.perf_counter() - start
     result.tool_schema_tokens = real_tokens(model.tools_json)
     return result
@@ -261,6 +258,7 @@ async def _replay(
     result: RunResult,
     exchange_turn: Any,
     ids: tuple[uuid.UUID, uuid.UUID, str],
+    folds: AfterReply,
 ) -> None:
     flow_id, user_id, session_id = ids
     for exchange in session:
@@ -281,7 +279,7 @@ async def _replay(
         else:
             result.completed += 1
         await asyncio.sleep(0)
-        await background.FOLDS.wait_all()
+        await folds.wait_all()
 
 
 def _unexpected(exchange: Exchange, reply: str, calls: list[ModelCall]) -> str | None:

@@ -13,9 +13,10 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
-from langflow_summarizing_agent.wiring import background, lifecycle, usage
+from langflow_summarizing_agent.wiring import lifecycle
 from langflow_summarizing_agent.wiring.agent_turn import turn_of
-from langflow_summarizing_agent.wiring.background import BackgroundFolds
+from langflow_summarizing_agent.wiring.timing import AfterReply
+from tests.support.runtimes import folding_after_replies
 from tests.support.agent_runs import ChatSession, scripted_session
 from tests.support.fake_chat_model import FOLD_PROMPT_START, FoldGate, is_fold_prompt, is_prefix_fold
 from tests.support.history_runs import SESSION_KINDS
@@ -33,13 +34,10 @@ GRAPH_SETTINGS = {"summarize_older_messages": True, **FOLD_BY_BATCH}
 
 
 @pytest.fixture
-def background_folds(monkeypatch: pytest.MonkeyPatch) -> Iterator[BackgroundFolds]:
+def background_folds() -> Iterator[AfterReply]:
     """Folds after the reply in this process, as `langflow run` has them."""
-    folds = BackgroundFolds()
-    folds.enable()
-    monkeypatch.setattr(background, "FOLDS", folds)
-    monkeypatch.setattr(usage, "USAGE", usage.SessionUsage())
-    yield folds
+    with folding_after_replies() as folds:
+        yield folds
 
 
 def scope_key(session: Any) -> tuple[str, ...]:
@@ -54,7 +52,7 @@ async def say(session: Any, text: str) -> str:
     return reply
 
 
-async def say_until_a_fold_runs(session: Any, folds: BackgroundFolds) -> int:
+async def say_until_a_fold_runs(session: Any, folds: AfterReply) -> int:
     """Turns until a fold after the reply reaches the summary model (and waits at the model's gate)."""
     gate = session.model.fold_gate
     for turn in range(20):
@@ -71,7 +69,7 @@ async def say_until_a_fold_runs(session: Any, folds: BackgroundFolds) -> int:
 
 @pytest.mark.parametrize("kind", SESSION_KINDS)
 async def test_the_fold_runs_after_the_reply_and_a_later_turn_uses_it(
-    langflow_db: LangflowDatabase, background_folds: BackgroundFolds, kind: type[ChatSession]
+    langflow_db: LangflowDatabase, background_folds: AfterReply, kind: type[ChatSession]
 ) -> None:
     session = scripted_session(GRAPH_SETTINGS, kind=kind, echo="user_messages")
     session.model.fold_gate = FoldGate()
@@ -96,7 +94,7 @@ async def test_the_fold_runs_after_the_reply_and_a_later_turn_uses_it(
 
 @pytest.mark.parametrize("kind", SESSION_KINDS)
 async def test_a_turn_does_not_wait_for_the_sessions_running_fold(
-    langflow_db: LangflowDatabase, background_folds: BackgroundFolds, kind: type[ChatSession]
+    langflow_db: LangflowDatabase, background_folds: AfterReply, kind: type[ChatSession]
 ) -> None:
     session = scripted_session(GRAPH_SETTINGS, kind=kind)
     session.model.fold_gate = FoldGate()
@@ -113,7 +111,7 @@ async def test_a_turn_does_not_wait_for_the_sessions_running_fold(
 
 @pytest.mark.parametrize("kind", SESSION_KINDS)
 async def test_a_session_deleted_while_its_fold_runs_stays_deleted(
-    langflow_db: LangflowDatabase, background_folds: BackgroundFolds, kind: type[ChatSession]
+    langflow_db: LangflowDatabase, background_folds: AfterReply, kind: type[ChatSession]
 ) -> None:
 
     lifecycle.install_listeners()
@@ -123,7 +121,7 @@ async def test_a_session_deleted_while_its_fold_runs_stays_deleted(
         lifecycle._remove_listeners()
 
 
-async def delete_while_the_fold_runs(background_folds: BackgroundFolds, kind: type[ChatSession]) -> None:
+async def delete_while_the_fold_runs(background_folds: AfterReply, kind: type[ChatSession]) -> None:
     from langflow.memory import adelete_messages
 
     session = scripted_session(GRAPH_SETTINGS, kind=kind)
@@ -145,7 +143,7 @@ async def delete_while_the_fold_runs(background_folds: BackgroundFolds, kind: ty
 
 
 async def test_compact_waits_for_the_running_fold_then_folds_the_rest(
-    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+    langflow_db: LangflowDatabase, background_folds: AfterReply
 ) -> None:
     session = scripted_session(GRAPH_SETTINGS)
     session.model.fold_gate = FoldGate()
@@ -164,7 +162,7 @@ async def test_compact_waits_for_the_running_fold_then_folds_the_rest(
 
 
 async def test_a_message_alone_at_the_budget_makes_no_turn_wait_when_each_fold_ends_before_the_next_turn(
-    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+    langflow_db: LangflowDatabase, background_folds: AfterReply
 ) -> None:
     # A pasted log of ~900 tokens against a History Token Budget of 1,000: the window holding it crowds the older
     # messages out, and when it leaves the window it fits the budget no more. The fold after each reply plans the
@@ -188,14 +186,16 @@ async def test_a_message_alone_at_the_budget_makes_no_turn_wait_when_each_fold_e
 
 
 async def test_a_turn_whose_sessions_fold_waits_for_a_place_makes_no_summary_call(
-    langflow_db: LangflowDatabase, monkeypatch: pytest.MonkeyPatch
+    langflow_db: LangflowDatabase,
 ) -> None:
     # One place, taken by another session's fold held at its gate: this session's fold after the reply waits for
     # the place. Its later turns push older messages past what the model can be sent; folding them inline would
     # make the turn wait for a summary call that the waiting fold is about to make anyway.
-    folds = BackgroundFolds(max_running=1)
-    folds.enable()
-    monkeypatch.setattr(background, "FOLDS", folds)
+    with folding_after_replies(max_running=1) as folds:
+        await _a_waiting_fold_takes_the_turns_job(folds)
+
+
+async def _a_waiting_fold_takes_the_turns_job(folds: AfterReply) -> None:
     other = scripted_session(GRAPH_SETTINGS)
     other.model.fold_gate = FoldGate()
     await say_until_a_fold_runs(other, folds)
@@ -220,7 +220,7 @@ async def test_a_turn_whose_sessions_fold_waits_for_a_place_makes_no_summary_cal
 # The fold on the agent's prefix
 
 
-async def _session_folding_after_replies(cached_share: float, folds: BackgroundFolds) -> Any:
+async def _session_folding_after_replies(cached_share: float, folds: AfterReply) -> Any:
     session = scripted_session(
         {**GRAPH_SETTINGS, "pinned_keys": ["project_id"]}, reported_cached_share=cached_share, reply="Noted."
     )
@@ -234,7 +234,7 @@ async def _session_folding_after_replies(cached_share: float, folds: BackgroundF
 
 
 async def test_a_fold_after_the_reply_sends_the_agents_prefix_unchanged_when_the_provider_caches(
-    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+    langflow_db: LangflowDatabase, background_folds: AfterReply
 ) -> None:
     session = await _session_folding_after_replies(0.5, background_folds)
     model = session.model
@@ -257,7 +257,7 @@ async def test_a_fold_after_the_reply_sends_the_agents_prefix_unchanged_when_the
 
 
 async def test_without_a_caching_provider_the_fold_quotes_its_batch(
-    langflow_db: LangflowDatabase, background_folds: BackgroundFolds
+    langflow_db: LangflowDatabase, background_folds: AfterReply
 ) -> None:
     session = await _session_folding_after_replies(0.0, background_folds)
     fold_call = session.model.fold_calls[0]

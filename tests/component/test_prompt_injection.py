@@ -14,8 +14,8 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from langflow_summarizing_agent.engine.prompt import FOLD_SYSTEM_PROMPT, SUMMARY_PREFIX
-from langflow_summarizing_agent.wiring import background, usage
-from langflow_summarizing_agent.wiring.background import BackgroundFolds
+from langflow_summarizing_agent.wiring.timing import AfterReply
+from tests.support.runtimes import folding_after_replies
 from tests.support.agent_runs import FOLD_EACH_TURN, PINNED_KEYS, QUIET_AGENT, ChatSession, scripted_session
 from tests.support.fake_chat_model import is_fold_prompt, is_prefix_fold
 from tests.support.langflow_db import LangflowDatabase, stored_summary
@@ -157,16 +157,13 @@ FAKE_INSTRUCTION = (
 
 
 @pytest.fixture
-def folds_after_replies(monkeypatch: pytest.MonkeyPatch) -> Iterator[BackgroundFolds]:
+def folds_after_replies() -> Iterator[AfterReply]:
     """Folds after the reply in this process, as on `langflow run`, with usage observed afresh."""
-    folds = BackgroundFolds()
-    folds.enable()
-    monkeypatch.setattr(background, "FOLDS", folds)
-    monkeypatch.setattr(usage, "USAGE", usage.SessionUsage())
-    yield folds
+    with folding_after_replies() as folds:
+        yield folds
 
 
-async def say_and_fold(chat: ChatSession, folds: BackgroundFolds, text: str) -> str:
+async def say_and_fold(chat: ChatSession, folds: AfterReply, text: str) -> str:
     reply = await asyncio.create_task(chat.say(text))
     await asyncio.sleep(0)
     await folds.wait_all()
@@ -174,7 +171,7 @@ async def say_and_fold(chat: ChatSession, folds: BackgroundFolds, text: str) -> 
 
 
 async def test_on_the_agents_prefix_the_conversation_is_data_and_the_instruction_ours_and_last(
-    langflow_db: LangflowDatabase, folds_after_replies: BackgroundFolds
+    langflow_db: LangflowDatabase, folds_after_replies: AfterReply
 ) -> None:
     chat = scripted_session(FOLD_EACH_TURN, reported_cached_share=0.5)
     for text in [*INJECTIONS, FAKE_INSTRUCTION, "Anything else?", "And now?"]:
@@ -200,7 +197,7 @@ async def test_on_the_agents_prefix_the_conversation_is_data_and_the_instruction
 
 
 async def test_on_the_agents_prefix_an_obedient_summarizer_changes_only_what_the_merge_rules_allow(
-    langflow_db: LangflowDatabase, folds_after_replies: BackgroundFolds
+    langflow_db: LangflowDatabase, folds_after_replies: AfterReply
 ) -> None:
     obedient = json.dumps(
         {

@@ -16,10 +16,10 @@ from langflow_summarizing_agent.engine.fold import FoldResult, SaveFailures, Sum
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import SessionStore
-from langflow_summarizing_agent.engine.turn import Turn, fold_if_due
-from langflow_summarizing_agent.wiring import background
-from langflow_summarizing_agent.wiring.agent_turn import plan_folding_after_reply, reply_of
-from langflow_summarizing_agent.wiring.background import BackgroundFolds
+from langflow_summarizing_agent.engine.turn import Turn, fold_if_due, read_and_plan
+from langflow_summarizing_agent.wiring import timing
+from langflow_summarizing_agent.wiring.agent_turn import reply_of
+from langflow_summarizing_agent.wiring.timing import AfterReply, Inline, TurnWork
 from tests.support.fake_chat_model import FoldGate
 from tests.support.fakes import InMemorySessionStore, InMemoryStore, RecordingSummarizer, make_messages
 
@@ -63,7 +63,7 @@ async def test_a_due_fold_is_left_for_after_the_reply_and_every_message_still_re
     store = chat(8)
     summarizer = RecordingSummarizer()
 
-    turn = await plan_folding_after_reply(store, summarizer, settings())
+    turn = await read_and_plan(store, settings(), failures=SaveFailures())
 
     assert summarizer.calls == 0
     assert turn.due == "fold batch"
@@ -73,7 +73,7 @@ async def test_a_due_fold_is_left_for_after_the_reply_and_every_message_still_re
     after_reply = await prepare_history(store, summarizer, settings())
     assert summarizer.calls == 1
     assert folded(after_reply) == 4
-    next_turn = await plan_folding_after_reply(store, summarizer, settings())
+    next_turn = await read_and_plan(store, settings(), failures=SaveFailures())
     assert summarizer.calls == 1
     assert next_turn.plan.summary_text is not None and next_turn.plan.summary_text.startswith(SUMMARY_PREFIX)
     assert shown(next_turn) == [f"message {n}" for n in range(4, 8)]
@@ -86,10 +86,9 @@ async def test_a_turn_leaves_older_messages_that_no_longer_fit_to_the_fold_after
     store = chat(30)
     summarizer = RecordingSummarizer()
 
-    turn = await plan_folding_after_reply(store, summarizer, settings())
+    turn = await read_and_plan(store, settings(), failures=SaveFailures())
 
     assert summarizer.calls == 0, "the turn waited for a summary call"
-    assert not turn.inline
     assert turn.due is not None
     assert turn.plan.not_summarized > 0, "what no longer fits is counted as not summarized yet"
     assert shown(turn)[-4:] == [f"message {n}" for n in range(26, 30)], "the window still goes word for word"
@@ -106,7 +105,7 @@ async def test_a_turn_that_finds_the_sessions_fold_running_makes_no_summary_call
 
     async with store.fold_lock() as held:
         assert held
-        turn = await plan_folding_after_reply(store, summarizer, settings())
+        turn = await read_and_plan(store, settings(), failures=SaveFailures())
 
     assert summarizer.calls == 0
     assert turn.due is not None, "the fold is left for after the reply, where the lock decides who folds"
@@ -202,7 +201,7 @@ class Gate:
 async def test_one_background_fold_per_session_and_a_later_turns_job_runs_once_it_ends() -> None:
     # A turn that finds its session's fold running leaves its job for after it: otherwise what that turn left
     # waits for another turn, which may never come (seen in the load benchmark with a 30 s summary model).
-    folds = BackgroundFolds()
+    folds = AfterReply()
     running, older, newer = Gate(), Gate(), Gate()
 
     folds.start("session", running.fold)
@@ -214,9 +213,9 @@ async def test_one_background_fold_per_session_and_a_later_turns_job_runs_once_i
     assert folds.running("session")
     running.opened.set()
     await asyncio.wait_for(newer.started.wait(), timeout=10)
-    first = folds.take_outcome("session")
+    first = folds.previous("session")
     assert first is not None and (first.folded, first.calls) == (4, 1)
-    assert folds.take_outcome("session") is None, "the next turn reports an outcome once"
+    assert folds.previous("session") is None, "the next turn reports an outcome once"
     newer.opened.set()
     await folds.wait("session")
 
@@ -225,7 +224,7 @@ async def test_one_background_fold_per_session_and_a_later_turns_job_runs_once_i
 
 
 async def test_waiting_for_a_session_waits_for_the_fold_that_follows_its_running_one() -> None:
-    folds = BackgroundFolds()
+    folds = AfterReply()
     running, following = Gate(), Gate()
     folds.start("session", running.fold)
     await running.started.wait()
@@ -239,7 +238,7 @@ async def test_waiting_for_a_session_waits_for_the_fold_that_follows_its_running
 
 
 async def test_the_process_runs_at_most_max_running_folds_at_once() -> None:
-    folds = BackgroundFolds(max_running=1)
+    folds = AfterReply(max_running=1)
     first, second = Gate(), Gate()
     folds.start("a", first.fold)
     folds.start("b", second.fold)
@@ -257,7 +256,7 @@ async def test_the_process_runs_at_most_max_running_folds_at_once() -> None:
 async def test_a_fold_waiting_for_a_place_runs_the_newest_turns_job() -> None:
     # A fold that waited for a place would otherwise fold what was due when its turn ended, and the turns after it
     # (which start no fold while one waits) would leave their messages to the fold after it.
-    folds = BackgroundFolds(max_running=1)
+    folds = AfterReply(max_running=1)
     other, older, newer = Gate(), Gate(), Gate()
     folds.start("other", other.fold)
     await other.started.wait()
@@ -275,14 +274,14 @@ async def test_a_fold_waiting_for_a_place_runs_the_newest_turns_job() -> None:
 
 
 async def test_shutdown_cancels_running_folds_and_leaves_the_state_as_it_was(caplog: pytest.LogCaptureFixture) -> None:
-    folds = BackgroundFolds()
+    folds = AfterReply()
     store = chat(8)
     summarizer = RecordingSummarizer()
     summarizer.model.fold_gate = FoldGate()
     folds.start(store.scope.key, fold_job(store, summarizer, settings()))
     await summarizer.model.fold_gate.started.wait()
 
-    with caplog.at_level(logging.INFO, logger=background.__name__):
+    with caplog.at_level(logging.INFO, logger=timing.__name__):
         await folds.shutdown()
 
     assert store.summary is None, "a cancelled fold saved"
@@ -293,15 +292,15 @@ async def test_shutdown_cancels_running_folds_and_leaves_the_state_as_it_was(cap
 async def test_a_failed_background_fold_is_logged_and_reported_to_the_next_turn(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    folds = BackgroundFolds()
+    folds = AfterReply()
     store = chat(8)
     summarizer = RecordingSummarizer([RuntimeError("provider down")])
 
-    with caplog.at_level(logging.WARNING, logger=background.__name__):
+    with caplog.at_level(logging.WARNING, logger=timing.__name__):
         folds.start(store.scope.key, fold_job(store, summarizer, settings()))
         await folds.wait(store.scope.key)
 
-    outcome = folds.take_outcome(store.scope.key)
+    outcome = folds.previous(store.scope.key)
     assert outcome is not None and outcome.folded == 0
     assert "provider down" in " ".join(outcome.problems)
     assert "provider down" in caplog.text
@@ -309,9 +308,83 @@ async def test_a_failed_background_fold_is_logged_and_reported_to_the_next_turn(
 
 
 def test_a_cap_below_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(background.MAX_RUNNING_ENV, "0")
-    with pytest.raises(ValueError, match=background.MAX_RUNNING_ENV):
-        BackgroundFolds().enable(background.max_running_from_environment())
-    monkeypatch.setenv(background.MAX_RUNNING_ENV, "many")
+    monkeypatch.setenv(timing.MAX_RUNNING_ENV, "0")
+    with pytest.raises(ValueError, match=timing.MAX_RUNNING_ENV):
+        AfterReply(timing.max_running_from_environment())
+    monkeypatch.setenv(timing.MAX_RUNNING_ENV, "many")
     with pytest.raises(ValueError, match="whole number"):
-        background.max_running_from_environment()
+        timing.max_running_from_environment()
+
+
+# When the fold runs: the timing chosen where the process starts
+
+
+def work(store: SessionStore, summarizer: RecordingSummarizer) -> TurnWork:
+    return TurnWork(store, summarizer, settings(), SaveFailures(), fold_job(store, summarizer, settings()))
+
+
+async def test_inline_timing_folds_in_the_turn() -> None:
+    store = chat(8)
+    summarizer = RecordingSummarizer()
+
+    turn = await Inline().turn(work(store, summarizer))
+
+    assert summarizer.calls == 1 and folded(turn) == 4
+    assert turn.due is None and not turn.busy
+
+
+async def test_after_reply_timing_folds_only_once_the_sessions_reply_is_signalled() -> None:
+    store = chat(8)
+    summarizer = RecordingSummarizer()
+    folds = AfterReply()
+    flow_id, _, session_id, _ = store.scope.key
+
+    turn = await folds.turn(work(store, summarizer))
+    await asyncio.sleep(0.05)
+
+    assert turn.due == "fold batch" and summarizer.calls == 0
+    assert folds.running(store.scope.key), "the fold waits for the reply"
+    folds.replied(flow_id, "another session")
+    await asyncio.sleep(0.05)
+    assert summarizer.calls == 0, "another session's reply started this session's fold"
+    folds.replied(flow_id, session_id)
+    await folds.wait(store.scope.key)
+    assert summarizer.calls == 1
+    outcome = folds.previous(store.scope.key)
+    assert outcome is not None and outcome.folded == 4
+
+
+async def test_a_later_turn_hands_the_waiting_fold_its_job_and_its_reply() -> None:
+    store = chat(8)
+    first, second = RecordingSummarizer(), RecordingSummarizer()
+    folds = AfterReply()
+    flow_id, _, session_id, _ = store.scope.key
+
+    await folds.turn(work(store, first))
+    later = await folds.turn(work(store, second))
+    await asyncio.sleep(0.05)
+
+    assert later.busy, "the session's fold waits: the later turn used the summary there is"
+    assert (first.calls, second.calls) == (0, 0), "the later turn's reply has not come"
+    folds.replied(flow_id, session_id)
+    await folds.wait(store.scope.key)
+    assert (first.calls, second.calls) == (0, 1), "the waiting fold ran the newest turn's job"
+
+
+async def test_compaction_waits_for_the_sessions_fold_after_the_reply() -> None:
+    store = chat(8)
+    gated = RecordingSummarizer()
+    gated.model.fold_gate = FoldGate()
+    folds = AfterReply()
+    flow_id, _, session_id, _ = store.scope.key
+    await folds.turn(work(store, gated))
+    folds.replied(flow_id, session_id)
+    await gated.model.fold_gate.started.wait()
+
+    compaction = asyncio.create_task(folds.compact(work(store, RecordingSummarizer())))
+    await asyncio.sleep(0.05)
+    assert not compaction.done(), "/compact did not wait for the running fold"
+    gated.model.fold_gate.set()
+    turn = await compaction
+
+    assert turn.summary.folded_count >= 4, "/compact went on from the fold it waited for"

@@ -40,9 +40,9 @@ def verbatim_history_tokens(turn: Turn) -> int:
     return turn.verbatim_history_tokens
 
 
-def status_text(turn: Turn, previous: FoldResult | None = None) -> str:
-    """The status: what the model got, against sending the whole conversation verbatim, then what this turn did.
-    `previous` is the fold that ran after the previous reply, if this process ran one."""
+def status_text(turn: Turn, previous: FoldResult | None = None, *, name: str = "Summarizing Agent") -> str:
+    """The status of the component `name`: what the model got, against sending the whole conversation verbatim,
+    then what this turn did. `previous` is the fold that ran after the previous reply, if this process ran one."""
     sentences = [
         f"The model got: {_what_was_sent(turn)}, ~{turn.plan.history_tokens:,} tokens (counted in {turn.counter.name})",
         f"Sending the whole conversation verbatim would take ~{verbatim_history_tokens(turn):,} tokens",
@@ -64,7 +64,7 @@ def status_text(turn: Turn, previous: FoldResult | None = None) -> str:
         sentences.append(f"{turn.plan.not_summarized} earlier messages are not summarized yet")
     if problems(turn):
         sentences.append("Problems: " + "; ".join(problems(turn)))
-    return "Summarizing Agent. " + ". ".join(sentences) + "."
+    return f"{name}. " + ". ".join(sentences) + "."
 
 
 def memory_step_text(

@@ -4,11 +4,13 @@
     plan = plan_turn(read, settings, now=...)          # pure: what goes word for word, what is folded
     result = await fold(read, plan, settings, ...)     # at most Max Folds per Turn calls, one compare-and-swap save
 
-`read_and_plan()` makes the first two steps. `fold_now()` makes all three under the session's fold lock (reading
-there, so a fold that finished meanwhile leaves nothing due and makes no call) and plans once more with the summary
-that comes out. `fold_if_due()` is the two together: a turn that folds inline, as scripts and `lfx run` do,
-and the fold after the reply, which may pass the prompt the agent just sent as `prefix` for the fold to ask on.
-Which one runs, and when, is the caller's choice (`wiring.agent_turn`).
+The entry points, each returning a `Turn` that says what happened:
+- `read_and_plan()`: the first two steps; a due fold is left for later (`Turn.due`);
+- `plan_beside_running_fold()`: the same while the session's fold runs in this process (`Turn.busy`);
+- `fold_if_due()`: all three, the fold under the session's fold lock (`Turn.busy` when it is held elsewhere);
+- `compact()`: `/compact`, which folds what may be folded now.
+
+Which one runs, and when, is the caller's choice (`wiring.timing`).
 """
 
 from __future__ import annotations
@@ -41,10 +43,7 @@ class Turn:
     busy: bool = False
     """A fold was due and the session's fold lock was held elsewhere: this turn used the previous summary."""
     due: str | None = None
-    """Why a fold is due that the caller left for after the reply."""
-    inline: bool = False
-    """The caller leaves folds for after the reply, yet this turn folded: older messages could not reach the model
-    otherwise."""
+    """Why a fold is due that this turn left for later (after the reply)."""
     counter: TokenCounter = ESTIMATE
     """How the turn's tokens were counted (`FoldSettings.counter`)."""
 
@@ -66,38 +65,73 @@ class Turn:
         return known + missing * known // len(read)
 
 
+Planner = Callable[[TurnRead, FoldSettings, datetime], Plan]
+
+
+def _plan(read: TurnRead, settings: FoldSettings, now: datetime) -> Plan:
+    return plan_turn(read, settings, now=now)
+
+
+def _plan_compaction(read: TurnRead, settings: FoldSettings, now: datetime) -> Plan:
+    return plan_turn(read, settings, compact=True, now=now)
+
+
+async def _read_and_plan(
+    store: SessionStore,
+    settings: FoldSettings,
+    planner: Planner,
+    *,
+    upcoming: Sequence[StoredMessage],
+    now: Callable[[], datetime],
+    failures: SaveFailures,
+) -> Turn:
+    read = await read_turn(store, settings, upcoming=upcoming)
+    read = read.with_summary(failures.applied(store.scope.key, read.summary))
+    return Turn(read, planner(read, settings, now()), counter=settings.counter)
+
+
 async def read_and_plan(
     store: SessionStore,
     settings: FoldSettings,
     *,
-    compact: bool = False,
-    upcoming: Sequence[StoredMessage] = (),
-    now: Callable[[], datetime] = utcnow,
     failures: SaveFailures,
+    now: Callable[[], datetime] = utcnow,
 ) -> Turn:
-    """Read and plan, without a summary call."""
-    read = await read_turn(store, settings, upcoming=upcoming)
-    read = read.with_summary(failures.applied(store.scope.key, read.summary))
-    return Turn(read, plan_turn(read, settings, compact=compact, now=now()), counter=settings.counter)
+    """Read and plan, without a summary call; a due fold is left for later (`Turn.due`)."""
+    turn = await _read_and_plan(store, settings, _plan, upcoming=(), now=now, failures=failures)
+    return replace(turn, due=turn.plan.reason) if turn.plan.fold else turn
 
 
-async def fold_now(
+async def plan_beside_running_fold(
+    store: SessionStore,
+    settings: FoldSettings,
+    *,
+    failures: SaveFailures,
+    now: Callable[[], datetime] = utcnow,
+) -> Turn:
+    """Read and plan while the session's fold runs: that fold takes what is due, and this turn uses the summary
+    there is (`Turn.busy`)."""
+    turn = await _read_and_plan(store, settings, _plan, upcoming=(), now=now, failures=failures)
+    return replace(turn, busy=True)
+
+
+async def _fold_under_lock(
     store: SessionStore,
     summarizer: Summarizer,
     settings: FoldSettings,
+    planner: Planner,
     *,
-    compact: bool = False,
-    upcoming: Sequence[StoredMessage] = (),
-    now: Callable[[], datetime] = utcnow,
+    upcoming: Sequence[StoredMessage],
+    now: Callable[[], datetime],
     failures: SaveFailures,
-    prefix: Sequence[BaseMessage] | None = None,
+    prefix: Sequence[BaseMessage] | None,
 ) -> Turn | None:
-    """Under the session's fold lock: read, plan, fold what is due, and plan again with the summary that comes out.
-    None, with no read and no call, when the lock is held elsewhere."""
+    """Under the session's fold lock: read, plan, fold what is due, and plan again with the summary that comes out
+    (reading there, so a fold that finished meanwhile leaves nothing due). None when the lock is held elsewhere."""
     async with store.fold_lock() as held:
         if not held:
             return None
-        turn = await read_and_plan(store, settings, compact=compact, upcoming=upcoming, now=now, failures=failures)
+        turn = await _read_and_plan(store, settings, planner, upcoming=upcoming, now=now, failures=failures)
         if not turn.plan.fold:
             return turn
         result = await fold(
@@ -112,17 +146,38 @@ async def fold_if_due(
     summarizer: Summarizer,
     settings: FoldSettings,
     *,
-    compact: bool = False,
-    upcoming: Sequence[StoredMessage] = (),
-    now: Callable[[], datetime] = utcnow,
     failures: SaveFailures,
+    upcoming: Sequence[StoredMessage] = (),
     prefix: Sequence[BaseMessage] | None = None,
+    now: Callable[[], datetime] = utcnow,
 ) -> Turn:
-    """Read and plan; when a fold is due, fold now (or, when the session's fold runs elsewhere, say it is busy)."""
-    turn = await read_and_plan(store, settings, compact=compact, upcoming=upcoming, now=now, failures=failures)
+    """Read and plan; when a fold is due, fold now, or, when the session's fold runs elsewhere, say it is busy.
+
+    `upcoming` are messages not stored yet that count as the newest (the reply, for the fold after it); `prefix` is
+    the prompt the agent just sent and its reply, for the fold to ask on (`engine.fold.fold`)."""
+    turn = await _read_and_plan(store, settings, _plan, upcoming=upcoming, now=now, failures=failures)
     if not turn.plan.fold:
         return turn
-    folded = await fold_now(
-        store, summarizer, settings, compact=compact, upcoming=upcoming, now=now, failures=failures, prefix=prefix
+    folded = await _fold_under_lock(
+        store, summarizer, settings, _plan, upcoming=upcoming, now=now, failures=failures, prefix=prefix
     )
     return folded if folded is not None else replace(turn, busy=True)
+
+
+async def compact(
+    store: SessionStore,
+    summarizer: Summarizer,
+    settings: FoldSettings,
+    *,
+    failures: SaveFailures,
+    now: Callable[[], datetime] = utcnow,
+) -> Turn:
+    """`/compact`: fold what may be folded now, whatever the triggers say; busy when the fold lock is held
+    elsewhere."""
+    folded = await _fold_under_lock(
+        store, summarizer, settings, _plan_compaction, upcoming=(), now=now, failures=failures, prefix=None
+    )
+    if folded is not None:
+        return folded
+    turn = await _read_and_plan(store, settings, _plan_compaction, upcoming=(), now=now, failures=failures)
+    return replace(turn, busy=True)

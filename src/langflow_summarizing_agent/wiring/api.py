@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from langflow_summarizing_agent.storage.database import SessionSummary, in_session, reset_session, session_summaries
 from langflow_summarizing_agent.storage.migrate import ensure_migrated
-from langflow_summarizing_agent.wiring import background
+from langflow_summarizing_agent.wiring import runtime
 
 __all__ = ["MAX_ID_LENGTH", "ROUTE_PREFIX", "router"]
 
@@ -122,7 +122,7 @@ async def reset_session_summary(
 async def _folds_ended(flow_id: UUID, session_id: str, context_id: str | None) -> None:
     """Wait for the session's folds running in this worker: a read or reset right after a turn sees what the fold
     after its reply saved."""
-    await background.FOLDS.wait_for(
+    await runtime.current().timing.wait_for(
         lambda key: in_session(key, flow_id=flow_id, session_id=session_id, context_id=context_id)
     )
 

@@ -1,33 +1,23 @@
-"""The Summarizing Message History's turn: the Agent's read, plan and fold, for flows that build their prompt.
+"""The Summarizing Message History's part of a turn: what it hands the turn runner (`wiring.runner`).
 
-The component's Retrieve mode calls `history()`. A turn:
-
-1. refuses options a summary would change the meaning of (`refusal`): a sender filter and External Memory;
-2. reads its settings and its scope (the component's Session ID and Context ID, else the graph's session);
-3. reads and plans as the Agent does (`wiring.agent_turn.plan_folding_after_reply` on `langflow run`,
-   `engine.turn.fold_if_due` inline elsewhere), on the same store, so both components share a session's summary;
-4. on `langflow run`, starts the due fold once the flow's reply is built (`_fold_after_the_flow`);
-5. returns the summary message and the window, in the component's order.
-
-The window is the stock Message History's: its newest Number of Messages rows, the current input included when
-Chat Input stored it first. A failure of the summary model or of the database never fails the run: it falls back
-to the stock retrieval.
+The component's Retrieve mode calls `history()`. What is the Message History's own: it refuses options a summary
+would change the meaning of (`refusal`: a sender filter, External Memory); its window is the stock Message
+History's, its newest Number of Messages rows, the current input included when Chat Input stored it first; its
+scope is its Session ID and Context ID, else the graph's session; tokens are counted with its Summary Model's
+tokenizer; its fold after the reply reads the reply from the store, once Langflow stores it (`wiring.timing`).
+It returns the summary message and the window, in the component's order, on the same store as the Agent, so both
+components share a session's summary.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from lfx.components.models_and_agents.memory import MemoryComponent
 from lfx.schema.message import Message
 
-from langflow_summarizing_agent.engine import report
-from langflow_summarizing_agent.engine.fold import FoldResult
 from langflow_summarizing_agent.engine.records import Scope
 from langflow_summarizing_agent.engine.settings import (
     FIELD_NAMES,
@@ -36,17 +26,9 @@ from langflow_summarizing_agent.engine.settings import (
     settings_from,
     whole_number,
 )
-from langflow_summarizing_agent.engine.turn import fold_if_due
-from langflow_summarizing_agent.wiring import background
-from langflow_summarizing_agent.wiring.agent_turn import (
-    SAVE_FAILURES,
-    AgentTurn,
-    history_messages,
-    keep,
-    plan_folding_after_reply,
-    setting,
-    turn_of,
-)
+from langflow_summarizing_agent.engine.tokens import counter_for
+from langflow_summarizing_agent.wiring import langflow_private
+from langflow_summarizing_agent.wiring.runner import Part, cached_history, run_turn, setting, turn_of
 from langflow_summarizing_agent.wiring.summary_model import (
     BUILD_REMEDY_OF_HISTORY,
     build_summary_model,
@@ -54,14 +36,10 @@ from langflow_summarizing_agent.wiring.summary_model import (
     summary_model_name,
 )
 
-logger = logging.getLogger(__name__)
-
+NAME = "Summarizing Message History"
 ALL_SENDERS = "Machine and User"
 """The stock Sender Type that filters nothing."""
 DESCENDING = "Descending"
-REPLY_POLL_SECONDS = 0.1
-REPLY_WAIT_SECONDS = 600.0
-"""Longest wait for the flow's reply before the fold after it runs anyway (a branch that never builds, say)."""
 
 FIELD_NAMES_OF_HISTORY = {
     **FIELD_NAMES,
@@ -123,60 +101,36 @@ def settings_of(component: Any) -> FoldSettings | None:
     n_messages = whole_number(values.get("n_messages"), "n_messages", FIELD_NAMES_OF_HISTORY)
     if n_messages is not None and n_messages > 0:
         values["n_messages"] = n_messages + 1
-    return settings_from(values, summary_model=summary_model_name(component), names=FIELD_NAMES_OF_HISTORY)
+    model = summary_model_name(component)
+    return settings_from(values, summary_model=model, counter=counter_for(model), names=FIELD_NAMES_OF_HISTORY)
 
 
 async def history(component: Any, stock_retrieval: StockRetrieval) -> History:
     """The summary and the window with the switch on. Runs once per build; a second output reuses it."""
     check_refusal(component)
-    key = _turn_key(component)
-    kept = turn_of(component)
-    if kept is not None and kept.key == key and kept.history is not None:
-        has_summary = kept.turn is not None and bool(kept.turn.plan.summary_text)
-        return _as_history(kept.history, has_summary, descending=_descending(component))
-
-    from langflow_summarizing_agent.storage.database import DatabaseStore, as_chat_message, database_available
-
-    if not database_available():
-        keep(component, AgentTurn(key, FALLBACK_NOTE), level=logging.WARNING)
-        return History(None, tuple(await stock_retrieval()))
+    descending = _descending(component)
     settings = settings_of(component)
     if settings is None:
         return History(None, ())
-    scope = _scope_of(component)
-    if scope is None:
-        keep(component, AgentTurn(key, NO_SCOPE_NOTE), level=logging.WARNING)
-        return History(None, tuple(await stock_retrieval()))
-
-    store = DatabaseStore(scope)
-    summarizer = summarizer_for(
-        lambda: build_summary_model(component), settings.summary_timeout, remedy=BUILD_REMEDY_OF_HISTORY
+    part = Part(
+        name=NAME,
+        key=_turn_key(component),
+        scope=_scope_of(component),
+        settings=settings,
+        summarizer=summarizer_for(
+            lambda: build_summary_model(component), settings.summary_timeout, remedy=BUILD_REMEDY_OF_HISTORY
+        ),
+        fallback_note=FALLBACK_NOTE,
+        no_scope_note=NO_SCOPE_NOTE,
     )
-    folds = background.FOLDS
-    started = time.perf_counter()
-    try:
-        if folds.enabled:
-            turn = await plan_folding_after_reply(store, summarizer, settings)
-        else:
-            turn = await fold_if_due(store, summarizer, settings, failures=SAVE_FAILURES)
-    except Exception as exc:
-        logger.exception("Summarizing Message History: the summary store failed; using the last N messages")
-        note = (
-            f"Summarizing Message History: summary store unavailable ({type(exc).__name__}); used the last N messages."
-        )
-        keep(component, AgentTurn(key, note))
+    messages = cached_history(component, part.key)
+    if messages is None:
+        messages = await run_turn(component, part)
+    if messages is None:
         return History(None, tuple(await stock_retrieval()))
-    seconds = time.perf_counter() - started
-
-    if folds.running(scope.key):
-        turn = replace(turn, busy=True, due=None)
-    if folds.enabled:
-        _fold_after_the_flow(component, store, summarizer, settings)
-    messages = await history_messages(turn, scope.session_id, as_chat_message)
-    previous = folds.take_outcome(scope.key) if folds.enabled else None
-    kept = AgentTurn(key, report.status_text(turn, previous), tuple(messages), turn, settings.pinned_keys, seconds)
-    keep(component, kept)
-    return _as_history(kept.history or (), bool(turn.plan.summary_text), descending=_descending(component))
+    kept = turn_of(component)
+    has_summary = kept is not None and kept.turn is not None and bool(kept.turn.plan.summary_text)
+    return _as_history(messages, has_summary, descending=descending)
 
 
 def as_text(template: str, history: History) -> str:
@@ -196,61 +150,16 @@ def _as_history(messages: Sequence[Message], has_summary: bool, *, descending: b
     return History(summary, window[::-1] if descending else window)
 
 
-def _fold_after_the_flow(component: Any, store: Any, summarizer: Any, settings: FoldSettings) -> None:
-    """Start the due fold once this component's build task ends, and run it once the components after it (the
-    model, Chat Output) are built: after the flow's reply, which the fold then reads from the store."""
-    key = store.scope.key
-
-    async def fold_after_reply() -> FoldResult | None:
-        started = time.monotonic()
-        turn = await fold_if_due(store, summarizer, settings, failures=SAVE_FAILURES)
-        if turn.fold is None:
-            for problem in report.problems(turn):
-                logger.warning("Summarizing Message History: background fold: %s", problem)
-            return None
-        return replace(turn.fold, seconds=time.monotonic() - started)
-
-    reply_built = _reply_built(component)
-
-    def start(_: object = None) -> None:
-        background.FOLDS.start(key, fold_after_reply, after=reply_built)
-
-    task = asyncio.current_task()
-    if task is None:
-        start()
-    else:
-        task.add_done_callback(start)
-
-
-def _reply_built(component: Any) -> Callable[[], Awaitable[None]]:
-    """Waits until every component after this one in the flow is built, or `REPLY_WAIT_SECONDS` have passed."""
-    vertex = component.__dict__.get("_vertex")
-    try:
-        after = list(component.graph.get_all_successors(vertex)) if vertex is not None else []
-    except Exception:  # an ad hoc graph without successors: nothing to wait for
-        logger.debug("Summarizing Message History: the flow's successors could not be read", exc_info=True)
-        after = []
-
-    async def wait() -> None:
-        deadline = time.monotonic() + REPLY_WAIT_SECONDS
-        # Polled: Langflow has no event for "a vertex is built".
-        while any(not getattr(v, "built", True) for v in after) and time.monotonic() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(REPLY_POLL_SECONDS)
-
-    return wait
-
-
 def _descending(component: Any) -> bool:
     return setting(component, "order") == DESCENDING
 
 
 def _scope_of(component: Any) -> Scope | None:
-    from lfx.components.models_and_agents.memory import _safe_graph_user_id
     from lfx.memory.flow_context import coerce_flow_id
 
     graph = component.graph
     flow_id = getattr(graph, "flow_id", None)
-    user_id = _safe_graph_user_id(component)
+    user_id = langflow_private.graph_user_id(component)
     if coerce_flow_id(flow_id) is None or user_id is None:
         return None
     session_id = setting(component, "session_id") or graph.session_id

@@ -6,8 +6,9 @@ the app. Ours, `install_routes_and_listeners`, does the three things this packag
 1. it adds the HTTP API of `api` (inspect and reset a session's summary), under `api.ROUTE_PREFIX`;
 2. it installs the SQLAlchemy listeners of `lifecycle`, which purge or move summaries in the transaction that
    deletes or renames messages;
-3. it turns on folding after the reply (`background.FOLDS`), as a server's event loop outlives the turn, and adds
-   a shutdown hook to Langflow's lifespan that cancels running folds before the database closes;
+3. it installs the process's runtime with folds after the reply (`timing.AfterReply`), as a server's event loop
+   outlives the turn, the listener that signals a stored reply, and a shutdown hook in Langflow's lifespan that
+   cancels running folds before the database closes;
 4. it sets this package's log level to the server's (`--log-level`, which `langflow run` puts in
    `LANGFLOW_LOG_LEVEL`): the package logs through Python's `logging`, whose root logger in a Langflow server is set
    up by one of its libraries at INFO, so a turn's report would otherwise reach the console of a server started at
@@ -15,7 +16,7 @@ the app. Ours, `install_routes_and_listeners`, does the three things this packag
 
 Routes come first: Langflow rolls back a failed plugin's routes but nothing else it did. Nothing else runs at
 import time or startup (a bad `SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS` stops the server with its name); the state
-table is migrated on first use (`migrate.ensure_migrated`) or by `langflow summarizing-agent migrate`. The
+table is brought to head before the first turn reads it (`Runtime.ready`) or by `langflow summarizing-agent migrate`. The
 component itself is found through the `langflow.extensions` entry point, and standalone `lfx` loads neither.
 """
 
@@ -26,7 +27,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from langflow_summarizing_agent.wiring import api, background, lifecycle
+from langflow_summarizing_agent.wiring import api, lifecycle, runtime, timing
 
 __all__ = ["install_routes_and_listeners"]
 
@@ -36,8 +37,10 @@ def install_routes_and_listeners(app: Any) -> None:
     message listeners and turn on folds after the reply (idempotent)."""
     app.include_router(api.router)
     lifecycle.install_listeners()
-    background.FOLDS.enable(background.max_running_from_environment())
-    _add_shutdown_hook(background.FOLDS.shutdown)
+    installed = runtime.install(runtime.Runtime(timing=timing.AfterReply(timing.max_running_from_environment())))
+    timing.install_reply_listener()
+    if isinstance(installed.timing, timing.AfterReply):
+        _add_shutdown_hook(installed.timing.shutdown)
     _follow_the_servers_log_level()
 
 

@@ -10,12 +10,13 @@ inline runtime, made on first use. Tests build the runtime they need and install
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from langflow_summarizing_agent.engine.fold import SaveFailures
 from langflow_summarizing_agent.engine.store import HeldScopes
+from langflow_summarizing_agent.wiring.timing import FoldTiming, Inline
 from langflow_summarizing_agent.wiring.usage import SessionUsage
 
 
@@ -23,6 +24,8 @@ from langflow_summarizing_agent.wiring.usage import SessionUsage
 class Runtime:
     """This process's memory of turns: one object, handed to the turn runner."""
 
+    timing: FoldTiming = field(default_factory=Inline)
+    """When a turn's due fold runs."""
     usage: SessionUsage = field(default_factory=SessionUsage)
     save_failures: SaveFailures = field(default_factory=SaveFailures)
     fold_locks: HeldScopes = field(default_factory=HeldScopes)
@@ -42,10 +45,11 @@ class Runtime:
                 await upgrade(url)
                 self.migrated.add(url)
 
-    def forget(self, key: Hashable) -> None:
+    def forget(self, key: tuple[str, ...]) -> None:
         """Drop what this process keeps of a deleted session."""
         self.usage.forget(key)
         self.save_failures.forget(key)
+        self.timing.forget(key)
 
 
 _installed: Runtime | None = None
