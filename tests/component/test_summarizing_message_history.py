@@ -171,3 +171,16 @@ def test_switching_off_hides_the_fold_settings_and_allows_a_sender_filter():
     assert not config["pinned_keys"]["show"]
     config["summarize_older_messages"]["value"] = False
     component.update_build_config(config, "User", "sender_type")
+
+
+async def test_the_status_names_the_message_history_and_counts_with_the_summary_models_tokenizer(langflow_db):
+    from langflow_summarizing_agent.wiring.runner import turn_of
+
+    chat = HistoryChatSession(settings=FOLD_EACH_TURN)
+    await hold(chat)
+
+    kept = turn_of(chat.last_agent)
+    assert kept is not None and kept.turn is not None
+    assert kept.report.startswith("Summarizing Message History. The model got: ")
+    assert kept.turn.counter.name == "o200k_base", "a model tiktoken does not know is counted in o200k_base"
+    assert f"~{kept.turn.plan.history_tokens:,} tokens (counted in o200k_base)" in kept.report
