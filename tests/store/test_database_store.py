@@ -1,7 +1,7 @@
 """What only the database store has: row locks, the unique key, Langflow's graph scope, one-statement turns.
 
 The rules every store keeps (scope, cursor, ties, compare-and-swap) are in `test_store_contract.py`; purges,
-renames and the session-wide read and reset in `test_state_rows.py`.
+renames and the session-wide read and reset in `test_summary_rows.py`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from sqlalchemy.exc import IntegrityError
 
 from langflow_summarizing_agent.engine.records import Cursor, Scope, Summary
 from langflow_summarizing_agent.engine.store import HeldScopes
-from langflow_summarizing_agent.storage import database as sm
+from langflow_summarizing_agent.storage import store as sm
 from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
-from tests.support.langflow_db import LangflowDatabase, MemoryScope, stored_summary
+from langflow_summarizing_agent.wiring.messages import as_chat_message
+from tests.support.langflow_db import LangflowDatabase, MemoryScope, database_store, stored_summary
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -60,7 +61,7 @@ def ids_of(scope: MemoryScope, **overrides) -> dict:
 
 
 def store_of(ids: dict, **extra) -> sm.DatabaseStore:
-    return sm.DatabaseStore(Scope(**ids), **extra)
+    return database_store(Scope(**ids), **extra)
 
 
 async def save(ids: dict, summary: Summary) -> Summary | None:
@@ -224,7 +225,7 @@ async def test_verbatim_messages_are_built_as_langflow_builds_them(memory_scope:
     )
     assert [m.role for m in stored] == ["user", "assistant"]
     assert [m.text for m in stored] == ["from the user", "from the agent"]
-    built = [await sm.as_chat_message(m) for m in stored]
+    built = [await as_chat_message(m) for m in stored]
     assert [type(m) for m in built] == [type(m) for m in reference]
     assert [m.model_dump() for m in built] == [m.model_dump() for m in reference]
     assert all(m.timestamp.tzinfo is not None for m in stored)
@@ -389,12 +390,13 @@ def test_unsupported_without_langflow_services_answers_empty(tmp_path) -> None:
         import asyncio, uuid
         from datetime import datetime, timezone
         from langflow_summarizing_agent.engine.records import Cursor, Scope, Summary
-        from langflow_summarizing_agent.storage import database as sm
+        from langflow_summarizing_agent.engine.store import HeldScopes
+        from langflow_summarizing_agent.storage import store as sm
 
         async def main():
             ids = {"flow_id": uuid.uuid4(), "user_id": uuid.uuid4(), "session_id": "s"}
             cursor = Cursor(datetime.now(timezone.utc), str(uuid.uuid4()))
-            store = sm.DatabaseStore(Scope(**ids))
+            store = sm.DatabaseStore(Scope(**ids), locks=HeldScopes())
             async with store.fold_lock() as held:
                 pass
             return [
@@ -425,14 +427,17 @@ def test_unsupported_without_langflow_services_answers_empty(tmp_path) -> None:
 
 
 async def test_the_fold_lock_holds_across_worker_processes_on_postgres_and_within_one_on_sqlite(
-    langflow_db: LangflowDatabase, memory_scope: MemoryScope, monkeypatch: pytest.MonkeyPatch
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope
 ) -> None:
-    store = memory_scope.store()
-    async with store.fold_lock() as here, store.fold_lock() as again_here:
-        # Another worker process has the database but none of this process's locks.
-        monkeypatch.setattr(sm, "_FOLD_LOCKS", HeldScopes())
-        async with store.fold_lock() as in_another_worker:
-            assert (here, again_here) == (True, False)
-            assert in_another_worker is (langflow_db.backend != "postgres")
+    store = memory_scope.store(locks=HeldScopes())
+    # Another worker process has the database but none of this process's locks.
+    another_worker = memory_scope.store(locks=HeldScopes())
+    async with (
+        store.fold_lock() as here,
+        store.fold_lock() as again_here,
+        another_worker.fold_lock() as in_another_worker,
+    ):
+        assert (here, again_here) == (True, False)
+        assert in_another_worker is (langflow_db.backend != "postgres")
     async with store.fold_lock() as after_release:
         assert after_release

@@ -155,7 +155,8 @@ async def memory_data(component: Any, stock_history: StockHistory, *, compact: b
     if kept is not None and kept.key == key and kept.history is not None:
         return list(kept.history)
 
-    from langflow_summarizing_agent.storage.database import DatabaseStore, as_chat_message, database_available
+    from langflow_summarizing_agent.storage.store import DatabaseStore, database_available
+    from langflow_summarizing_agent.wiring.messages import as_chat_message
 
     if not database_available():
         # A warning, not info: `lfx run` shows no component status, but its output carries warnings.

@@ -135,7 +135,8 @@ async def history(component: Any, stock_retrieval: StockRetrieval) -> History:
         has_summary = kept.turn is not None and bool(kept.turn.plan.summary_text)
         return _as_history(kept.history, has_summary, descending=_descending(component))
 
-    from langflow_summarizing_agent.storage.database import DatabaseStore, as_chat_message, database_available
+    from langflow_summarizing_agent.storage.store import DatabaseStore, database_available
+    from langflow_summarizing_agent.wiring.messages import as_chat_message
 
     if not database_available():
         keep(component, AgentTurn(key, FALLBACK_NOTE), level=logging.WARNING)
