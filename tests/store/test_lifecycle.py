@@ -17,7 +17,7 @@ from sqlalchemy import delete, select, update
 from langflow_summarizing_agent.engine.records import Cursor, Summary
 from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
 from langflow_summarizing_agent.storage.summaries import SummaryRows
-from langflow_summarizing_agent.wiring import lifecycle
+from langflow_summarizing_agent.wiring import lifecycle, runtime
 from tests.support.langflow_db import MemoryScope
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
@@ -141,6 +141,29 @@ async def test_deleting_a_whole_session_deletes_its_state_in_every_context(
 
     assert await summary_rows(memory_scope.flow_id) == [(other.session_id, "", "summary up to second")]
     assert await message_texts(other) == ["first", "second", "third", "fourth"]
+
+
+async def test_deleting_a_session_drops_its_usage_scale_and_save_back_off_with_its_summary(
+    listeners: None, memory_scope: MemoryScope, insert_messages
+) -> None:
+    from langflow.memory import adelete_messages
+
+    messages = await four_messages(memory_scope, insert_messages)
+    other = MemoryScope(memory_scope.flow_id, memory_scope.user_id, f"{memory_scope.session_id}-other")
+    other_messages = await four_messages(other, insert_messages)
+    await save_folded(memory_scope, messages[1])
+    await save_folded(memory_scope, messages[1], context_id="ctx")
+    await save_folded(other, other_messages[1])
+    keys = [memory_scope.scope().key, memory_scope.scope(context_id="ctx").key, other.scope().key]
+    with runtime.using(runtime.Runtime()) as kept:
+        for key in keys:
+            kept.usage.observe(key, counted=100, reported=150)
+            kept.save_failures.record(key, Summary(failed_folds=1, retry_after=at(60)))
+
+        await adelete_messages(memory_scope.session_id, flow_id=memory_scope.flow_id, user_id=memory_scope.user_id)
+
+    assert [kept.usage.scale(key) for key in keys] == [1.0, 1.0, 1.5]
+    assert [kept.save_failures.applied(key, Summary()).failed_folds for key in keys] == [0, 0, 1]
 
 
 async def test_deleting_a_folded_message_discards_the_summary(
