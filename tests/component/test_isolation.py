@@ -1,4 +1,4 @@
-"""Isolation: another user, another flow or another context id never reads, overwrites or deletes a state row.
+"""Isolation: another user, another flow or another context id never reads, overwrites or deletes a summary row.
 
 Through the components (graph runs on Langflow's services, SQLite and Postgres: the Summarizing Agent's flow and the
 Summarizing Message History's) and through the data functions.
@@ -23,17 +23,18 @@ from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession
 from tests.support.history_runs import SESSION_KINDS
 from tests.support.langflow_db import LangflowDatabase, MemoryScope, database_store
 
-STATE = SessionMemoryStateTable.__table__
+SUMMARIES = SessionMemoryStateTable.__table__
 VICTIM_TURNS = ["I'm on project PRJ-123 on the EU cluster.", "The deploy fails.", "Still failing.", "Any idea?"]
 INTRUDER_TURNS = ["I'm on project PRJ-999 on the US cluster.", "Show me what you know.", "Everything?", "Sure?"]
 
 
 async def summary_rows_of_session(session_id: str) -> list[dict[str, Any]]:
-    """Every state row with this session id, whoever owns it, read directly."""
+    """Every summary row with this session id, whoever owns it, read directly."""
     from langflow.services.deps import session_scope
 
     async with session_scope() as session:
-        rows = await session.exec(sa.select(STATE).where(STATE.c.session_id == session_id).order_by(STATE.c.id))
+        stmt = sa.select(SUMMARIES).where(SUMMARIES.c.session_id == session_id).order_by(SUMMARIES.c.id)
+        rows = await session.exec(stmt)
         return [dict(row._mapping) for row in rows]
 
 
@@ -54,7 +55,7 @@ def sent_text(chat: ChatSession) -> str:
 
 @pytest.mark.parametrize("kind", SESSION_KINDS)
 @pytest.mark.parametrize("other", ["user", "flow", "context"])
-async def test_another_user_flow_or_context_on_the_same_session_id_never_touches_the_state_row(
+async def test_another_user_flow_or_context_on_the_same_session_id_never_touches_the_summary_row(
     langflow_db: LangflowDatabase, other: str, kind: type[ChatSession]
 ) -> None:
     victim = kind(settings=FOLD_EACH_TURN, context_id="ctx-a" if other == "context" else None)

@@ -237,11 +237,11 @@ async def _turn_by_separate_reads(store: sm.DatabaseStore, limit: int) -> tuple[
 
 
 async def _turn(store: sm.DatabaseStore, limit: int) -> tuple[Summary, list[str]]:
-    state, messages = await store.load_turn(limit)
-    return state, [m.id for m in messages]
+    summary, messages = await store.load_turn(limit)
+    return summary, [m.id for m in messages]
 
 
-async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
+async def test_load_turn_reads_what_separate_summary_and_recent_reads_give(
     memory_scope: MemoryScope, insert_messages
 ) -> None:
     """No row, a cursor (with a timestamp tie after it), no unfolded message, a row without a cursor, a stale row."""
@@ -253,21 +253,21 @@ async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
     ids = [str(r.id) for r in rows]
     tie_order = sorted(ids[5:])  # equal timestamps are read in id order
 
-    state, read = await _turn(store, limit=4)
-    assert (state, read) == (Summary(), ids[3:5] + tie_order)
-    assert (state, read) == await _turn_by_separate_reads(store, 4)
+    summary, read = await _turn(store, limit=4)
+    assert (summary, read) == (Summary(), ids[3:5] + tie_order)
+    assert (summary, read) == await _turn_by_separate_reads(store, 4)
 
     folded = await store.save(Summary(text="s", pinned={"k": "v"}, cursor=Cursor(at(5), tie_order[0]), folded_count=6))
     assert folded is not None
-    state, read = await _turn(store, limit=4)
-    assert (state.text, state.pinned, state.cursor, state.version, read) == (
+    summary, read = await _turn(store, limit=4)
+    assert (summary.text, summary.pinned, summary.cursor, summary.version, read) == (
         "s",
         {"k": "v"},
         folded.cursor,
         1,
         [tie_order[1]],
     )
-    assert (state, read) == await _turn_by_separate_reads(store, 4)
+    assert (summary, read) == await _turn_by_separate_reads(store, 4)
 
     folded = await store.save(dataclasses.replace(folded, cursor=Cursor(at(5), tie_order[1])))
     assert folded is not None
@@ -276,20 +276,20 @@ async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
 
     failing = Summary(failed_folds=2, retry_after=at(60), row_id=folded.row_id, version=2)
     assert await store.save(failing) is not None
-    state, read = await _turn(store, limit=3)
-    assert (state.failed_folds, state.cursor, state.version, read) == (2, None, 3, ids[4:5] + tie_order)
-    assert (state, read) == await _turn_by_separate_reads(store, 3)
+    summary, read = await _turn(store, limit=3)
+    assert (summary.failed_folds, summary.cursor, summary.version, read) == (2, None, 3, ids[4:5] + tie_order)
+    assert (summary, read) == await _turn_by_separate_reads(store, 3)
 
-    # The cursor's message is gone, the rest stays: a stale state, read from the start.
+    # The cursor's message is gone, the rest stays: a stale summary, read from the start.
     assert await store.save(dataclasses.replace(folded, cursor=Cursor(at(2), ids[2]), version=3)) is not None
     await delete_rows_behind_langflows_back([rows[2].id])
-    state, read = await _turn(store, limit=10)
-    assert (state.text, state.cursor, state.version, read) == ("", None, 4, ids[:2] + ids[3:5] + tie_order)
-    assert (state, read) == await _turn_by_separate_reads(store, 10)
+    summary, read = await _turn(store, limit=10)
+    assert (summary.text, summary.cursor, summary.version, read) == ("", None, 4, ids[:2] + ids[3:5] + tie_order)
+    assert (summary, read) == await _turn_by_separate_reads(store, 10)
 
     await adelete_messages(memory_scope.session_id, flow_id=memory_scope.flow_id, user_id=memory_scope.user_id)
-    state, read = await _turn(store, limit=10)
-    assert (state.text, state.version, read) == ("", 4, [])
+    summary, read = await _turn(store, limit=10)
+    assert (summary.text, summary.version, read) == ("", 4, [])
 
 
 async def delete_rows_behind_langflows_back(message_ids: list[uuid.UUID]) -> None:
@@ -328,15 +328,15 @@ async def test_load_turn_keeps_to_its_context_and_stops_at_the_turns_input(
     await insert_messages(memory_scope, [(at(6), "a concurrent run's")], **ctx)
     store = store_of(ids_of(memory_scope, **ctx), before=str(input_id))
 
-    state, messages = await store.load_turn(10)
-    assert (state, [m.text for m in messages]) == (Summary(), ["m0", "m1", "m2", "m3", "tie before"])
+    summary, messages = await store.load_turn(10)
+    assert (summary, [m.text for m in messages]) == (Summary(), ["m0", "m1", "m2", "m3", "tie before"])
 
-    # A state row of the session without a context is another scope; this context's row bounds the read.
+    # A summary row of the session without a context is another scope; this context's row bounds the read.
     assert await store.save(Summary(text="ctx", cursor=Cursor(at(1), str(rows[1].id)))) is not None
     no_context = store_of(ids_of(memory_scope), before=str(input_id))
     assert await no_context.save(Summary(text="none")) is not None
-    state, messages = await store.load_turn(10)
-    assert (state.text, [m.text for m in messages]) == ("ctx", ["m2", "m3", "tie before"])
+    summary, messages = await store.load_turn(10)
+    assert (summary.text, [m.text for m in messages]) == ("ctx", ["m2", "m3", "tie before"])
 
 
 async def test_load_turn_bounds_the_read_by_the_cursor_message_itself(
@@ -351,15 +351,15 @@ async def test_load_turn_bounds_the_read_by_the_cursor_message_itself(
 
     assert await store.save(Summary(text="s", cursor=Cursor(at(3), str(rows[3].id)))) is not None
     await move_rows_behind_langflows_back([rows[3].id], other_session.session_id)
-    state, read = await _turn(store, limit=10)
-    assert (state.text, state.cursor, read) == ("", None, [str(r.id) for r in rows if r.id != rows[3].id])
+    summary, read = await _turn(store, limit=10)
+    assert (summary.text, summary.cursor, read) == ("", None, [str(r.id) for r in rows if r.id != rows[3].id])
 
     shifted = Cursor(at(3.5), str(rows[1].id))  # the message says at(1)
-    assert await store.save(dataclasses.replace(state, text="s", cursor=shifted)) is not None
-    state, read = await _turn(store, limit=10)
+    assert await store.save(dataclasses.replace(summary, text="s", cursor=shifted)) is not None
+    summary, read = await _turn(store, limit=10)
     remaining = [str(r.id) for r in rows[2:] if r.id != rows[3].id]
-    assert (state.text, state.cursor, read) == ("s", Cursor(at(1), str(rows[1].id)), remaining)
-    assert read == [m.id for m in await store.messages(limit=10, after=state.cursor, newest=True)]
+    assert (summary.text, summary.cursor, read) == ("s", Cursor(at(1), str(rows[1].id)), remaining)
+    assert read == [m.id for m in await store.messages(limit=10, after=summary.cursor, newest=True)]
 
 
 async def test_load_turn_is_one_statement_when_unfolded_messages_exist(
@@ -375,8 +375,8 @@ async def test_load_turn_is_one_statement_when_unfolded_messages_exist(
         if cursor is not None:
             assert await store.save(Summary(text="s", cursor=cursor)) is not None
         with statement_counter() as trips:
-            state, messages = await store.load_turn(5)
-        assert (state.cursor, [m.text for m in messages]) == (cursor, ["m24", "m25", "m26", "m27", "m28"])
+            summary, messages = await store.load_turn(5)
+        assert (summary.cursor, [m.text for m in messages]) == (cursor, ["m24", "m25", "m26", "m27", "m28"])
         assert (trips.statements, trips.commits) == (1, 1)
 
 

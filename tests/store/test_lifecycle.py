@@ -1,4 +1,4 @@
-"""A summary goes wherever its messages go: deletes and renames of chat history keep the state rows in step.
+"""A summary goes wherever its messages go: deletes and renames of chat history keep the summary rows in step.
 
 The listeners driven in-process with the statements Langflow's delete and rename paths issue, on SQLite and
 Postgres.
@@ -21,7 +21,7 @@ from langflow_summarizing_agent.wiring import lifecycle, runtime
 from tests.support.langflow_db import MemoryScope
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
-STATE = SessionMemoryStateTable.__table__
+SUMMARIES = SessionMemoryStateTable.__table__
 
 
 def at(seconds: float) -> datetime:
@@ -50,13 +50,12 @@ async def save_folded(scope: MemoryScope, cursor_message: Any, *, context_id: st
 
 
 async def summary_rows(flow_id: uuid.UUID) -> list[tuple[str, str, str]]:
-    """(session_id, context_id, summary) of every state row of the flow."""
+    """(session_id, context_id, summary) of every summary row of the flow."""
     from langflow.services.deps import session_scope
 
     async with session_scope() as session:
-        rows = await session.exec(
-            select(STATE.c.session_id, STATE.c.context_id, STATE.c.summary).where(STATE.c.flow_id == flow_id)
-        )
+        columns = (SUMMARIES.c.session_id, SUMMARIES.c.context_id, SUMMARIES.c.summary)
+        rows = await session.exec(select(*columns).where(SUMMARIES.c.flow_id == flow_id))
         return sorted(tuple(row) for row in rows)
 
 
@@ -125,7 +124,7 @@ def test_installing_twice_listens_once(listeners: None) -> None:
 # Deletes
 
 
-async def test_deleting_a_whole_session_deletes_its_state_in_every_context(
+async def test_deleting_a_whole_session_deletes_its_summary_in_every_context(
     listeners: None, memory_scope: MemoryScope, insert_messages
 ) -> None:
     from langflow.memory import adelete_messages
@@ -230,7 +229,7 @@ async def test_a_deleted_message_of_another_context_keeps_that_contexts_summary(
     assert await summary_rows(memory_scope.flow_id) == [(memory_scope.session_id, "a", "summary up to a2")]
 
 
-async def test_deleting_every_message_deletes_a_state_without_cursor(
+async def test_deleting_every_message_deletes_a_summary_without_cursor(
     listeners: None, memory_scope: MemoryScope, insert_messages
 ) -> None:
     messages = await insert_messages(memory_scope, [(at(0), "only")])
@@ -278,7 +277,7 @@ async def test_a_rolled_back_delete_keeps_the_summary(
 
 
 async def session_summary_count(session: Any, scope: MemoryScope) -> int:
-    rows = await session.exec(select(STATE.c.id).where(STATE.c.flow_id == scope.flow_id))
+    rows = await session.exec(select(SUMMARIES.c.id).where(SUMMARIES.c.flow_id == scope.flow_id))
     return len(rows.all())
 
 
@@ -304,7 +303,7 @@ async def test_a_failure_in_the_listener_does_not_fail_langflows_delete(
     assert await message_texts(memory_scope) == ["third", "fourth"]
     assert "could not delete the summaries of deleted messages" in caplog.text
     assert "ignored and rebuilt only if its cursor message is no longer in its session" in caplog.text
-    # The lazy check is the backstop: the cursor message is gone, so the state is not used.
+    # The lazy check is the backstop: the cursor message is gone, so the summary is not used.
     assert (await memory_scope.store().load()).text == ""
 
 

@@ -1,7 +1,7 @@
 """The load benchmark's audit (`benchmarks.load.audit_phase`) on a real Langflow database: it counts the messages a
 fold reads, so the error row Langflow stores for a turn that failed (as during a database restart) is no message the
 summary must name; and it fails on each rule broken: a message folded twice, a `folded_count` other than what the
-cursor covers, a version that went down, a deleted session's state row left behind."""
+cursor covers, a version that went down, a deleted session's summary row left behind."""
 
 from __future__ import annotations
 
@@ -116,13 +116,13 @@ async def test_the_audit_fails_on_a_version_that_went_down(
 
 
 @pytest.mark.parametrize("purged", [True, False])
-async def test_the_audit_deletes_after_checking_folds_and_fails_on_a_state_row_left_behind(
+async def test_the_audit_deletes_after_checking_folds_and_fails_on_a_summary_row_left_behind(
     langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages, purged: bool
 ) -> None:
     await folded_session(memory_scope, insert_messages)
 
     def delete(engine: sa.Engine) -> list[str]:
-        # What a session delete does to the state row when the purge works (`purged`), or not at all.
+        # What a session delete does to the summary row when the purge works (`purged`), or not at all.
         if purged:
             with engine.begin() as connection:
                 connection.execute(

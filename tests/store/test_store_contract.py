@@ -177,7 +177,7 @@ async def test_insert_then_compare_and_swap(harness: Harness, memory_scope: Memo
     assert (stored.text, stored.version, stored.row_id) == ("second", 2, first.row_id)
 
 
-async def test_state_round_trips_every_field(harness: Harness, memory_scope: MemoryScope) -> None:
+async def test_summary_round_trips_every_field(harness: Harness, memory_scope: MemoryScope) -> None:
     ids = await harness.add(memory_scope, [(at(3.000123), "hello")])
     cursor = Cursor(at(3.000123), ids[0])
     retry_after = datetime(2026, 5, 1, 8, 30, tzinfo=timezone(timedelta(hours=2)))
@@ -448,7 +448,7 @@ async def test_a_context_narrows_reads_and_no_context_reads_every_context(
     assert [m.text for m in (await empty_context.load_turn(10))[1]] == ["in alpha", "in beta"]
 
 
-async def test_load_turn_reads_the_state_and_what_follows_its_cursor(
+async def test_load_turn_reads_the_summary_and_what_follows_its_cursor(
     harness: Harness, memory_scope: MemoryScope
 ) -> None:
     ids = await harness.add(memory_scope, [(at(i), f"m{i}") for i in range(6)] + [(at(5), "tie")])

@@ -1,7 +1,7 @@
 """Session-wide row operations, as production runs them: `SummaryRows` on a connection (the listeners' purges and
 moves), and `session_summaries()` / `reset_session()` (the HTTP API's session-wide read and reset).
 
-On SQLite and Postgres: these ran on the in-memory fake too while the fake had a `StateStore`; the fake now has
+On SQLite and Postgres: these ran on the in-memory fake too while the fake had a store of summary rows; the fake now has
 only the `SessionStore` protocol, whose rules are in `test_store_contract.py`.
 """
 
@@ -115,7 +115,7 @@ async def test_a_purge_of_one_owner_never_widens_to_every_owner(memory_scope: Me
 # Every session: read, reset, purge, rename, count
 
 
-async def test_states_lists_every_owner_and_context_of_a_session(memory_scope: MemoryScope, insert_messages) -> None:
+async def test_summaries_lists_every_owner_and_context_of_a_session(memory_scope: MemoryScope, insert_messages) -> None:
     other_owner = dataclasses.replace(memory_scope, user_id=uuid.uuid4())
     await saved(insert_messages, memory_scope, "mine")
     await saved(insert_messages, memory_scope, "in ctx", context_id="ctx")
@@ -189,7 +189,7 @@ async def test_purge_by_message_ids_drops_only_summaries_that_folded_one(
     assert await store.load() == Summary()
 
 
-async def test_purge_by_message_ids_drops_a_state_whose_session_loses_every_message(
+async def test_purge_by_message_ids_drops_a_summary_whose_session_loses_every_message(
     memory_scope: MemoryScope, insert_messages
 ) -> None:
     ids = await add(insert_messages, memory_scope, [(at(0), "hello"), (at(1), "hi")])
