@@ -175,7 +175,8 @@ async def _store_session(scope: _Scope, size: int) -> Any:
     from langflow.services.deps import session_scope
 
     from langflow_summarizing_agent.engine.records import Cursor, Scope, Summary
-    from langflow_summarizing_agent.storage.database import DatabaseStore
+    from langflow_summarizing_agent.engine.store import HeldScopes
+    from langflow_summarizing_agent.storage.store import DatabaseStore
 
     start = datetime.now(timezone.utc) - timedelta(seconds=size)
     texts = [filler_message(index) for index in range(40)]
@@ -206,7 +207,7 @@ async def _store_session(scope: _Scope, size: int) -> Any:
         cursor=Cursor(covered.timestamp, str(covered.id)),
         folded_count=size - 1 - STOCK_N_MESSAGES,
     )
-    store = DatabaseStore(Scope(scope.flow_id, scope.user_id, scope.session_id))
+    store = DatabaseStore(Scope(scope.flow_id, scope.user_id, scope.session_id), locks=HeldScopes())
     if await store.save(summary) is None:
         msg = "could not store the benchmark session's summary"
         raise RuntimeError(msg)
@@ -222,10 +223,11 @@ async def measure_state_io(sessions: int, repeats: int) -> StateCost:
 
 async def _measure_state_io(scopes: list[_Scope], repeats: int) -> StateCost:
     from langflow_summarizing_agent.engine.records import Scope
-    from langflow_summarizing_agent.storage.database import DatabaseStore
+    from langflow_summarizing_agent.engine.store import HeldScopes
+    from langflow_summarizing_agent.storage.store import DatabaseStore
 
     scope = scopes[len(scopes) // 2]
-    store = DatabaseStore(Scope(scope.flow_id, scope.user_id, scope.session_id))
+    store = DatabaseStore(Scope(scope.flow_id, scope.user_id, scope.session_id), locks=HeldScopes())
 
     async def read() -> Any:
         summary = await store.load()
@@ -280,10 +282,10 @@ async def _store_states(sessions: int) -> list[_Scope]:
     from sqlalchemy import insert
 
     from langflow_summarizing_agent.engine.records import NO_CONTEXT
-    from langflow_summarizing_agent.storage.migrate import ensure_migrated
+    from langflow_summarizing_agent.storage.migrate import current_database_url, upgrade
     from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
 
-    await ensure_migrated()
+    await upgrade(current_database_url())
     now = datetime.now(timezone.utc)
     scopes: list[_Scope] = []
     flow_id = user_id = uuid.uuid4()

@@ -47,7 +47,7 @@ from tests.support.flow_files import (
     with_offline_model,
 )
 from tests.support.postgres_database import running_in_ci
-from tests.support.server_chat import state_rows
+from tests.support.server_chat import summary_rows
 from tests.support.server_fixtures import LangflowServer, ServerUser
 
 pytestmark = pytest.mark.browser
@@ -303,7 +303,7 @@ def test_the_playground_shows_the_memory_step_and_deleting_the_session_drops_its
             _send(browser, text, turn)
 
         [session_id] = _session_ids(langflow_server, user, flow_id) - {flow_id}
-        [state] = state_rows(langflow_server, flow_id, session_id)
+        [state] = summary_rows(langflow_server, flow_id, session_id)
         assert state["absorbed_count"] > 0
         # Each reply's memory step is an item of the reply's expandable steps, as tool calls are; the Playground writes
         # their titles in capitals.
@@ -350,7 +350,7 @@ def test_the_playground_shows_the_memory_step_and_deleting_the_session_drops_its
         _screenshot_on_failure(browser, "playground-memory-step-failure.png")
         raise
 
-    assert state_rows(langflow_server, flow_id, session_id) == []
+    assert summary_rows(langflow_server, flow_id, session_id) == []
     assert _state_status(langflow_server, user, flow_id, session_id) == 404
 
 
@@ -371,7 +371,7 @@ def test_the_memory_chatbot_playground_shows_no_summary_and_its_model_got_the_su
             _send(browser, text, turn)
 
         [session_id] = _session_ids(langflow_server, user, flow_id) - {flow_id}
-        [state] = state_rows(langflow_server, flow_id, session_id)
+        [state] = summary_rows(langflow_server, flow_id, session_id)
         assert state["absorbed_count"] > 0
         prompt = [r for r in read_records(record_path) if r["kind"] == "agent"][-1]["messages"][-1]["content"]
         assert SUMMARY_PREFIX in prompt

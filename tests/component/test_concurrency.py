@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from langflow_summarizing_agent.engine.records import Cursor
 from tests.support.agent_runs import ChatSession, scripted_session
-from tests.support.fold_audit import FOLD_OFTEN, StateWatch, check_fold_bookkeeping
+from tests.support.fold_audit import FOLD_OFTEN, SummaryWatch, check_fold_bookkeeping
 from tests.support.history_runs import SESSION_KINDS
 from tests.support.langflow_db import LangflowDatabase, MemoryScope
 
@@ -36,7 +36,7 @@ async def test_concurrent_graph_runs_in_one_process_fold_each_message_once(
 
     engine = sa.create_engine(langflow_db.url, poolclass=sa.pool.NullPool)
     try:
-        with StateWatch(engine, chat.flow_id, chat.session_id) as watch:
+        with SummaryWatch(engine, chat.flow_id, chat.session_id) as watch:
             replies = await asyncio.gather(*(chat.say(f"concurrent question {n}") for n in range(CONCURRENT_RUNS)))
         for n, reply in enumerate(replies):
             assert reply.startswith("Noted:")

@@ -1,4 +1,4 @@
-"""Isolation: another user, another flow or another context id never reads, overwrites or deletes a state row.
+"""Isolation: another user, another flow or another context id never reads, overwrites or deletes a summary row.
 
 Through the components (graph runs on Langflow's services, SQLite and Postgres: the Summarizing Agent's flow and the
 Summarizing Message History's) and through the data functions.
@@ -17,32 +17,33 @@ import sqlalchemy as sa
 
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.records import Summary
-from langflow_summarizing_agent.storage.database import DatabaseStore, StateRows
 from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
+from langflow_summarizing_agent.storage.summaries import SummaryRows
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession
 from tests.support.history_runs import SESSION_KINDS
-from tests.support.langflow_db import LangflowDatabase, MemoryScope
+from tests.support.langflow_db import LangflowDatabase, MemoryScope, database_store
 
-STATE = SessionMemoryStateTable.__table__
+SUMMARIES = SessionMemoryStateTable.__table__
 VICTIM_TURNS = ["I'm on project PRJ-123 on the EU cluster.", "The deploy fails.", "Still failing.", "Any idea?"]
 INTRUDER_TURNS = ["I'm on project PRJ-999 on the US cluster.", "Show me what you know.", "Everything?", "Sure?"]
 
 
-async def state_rows_of_session(session_id: str) -> list[dict[str, Any]]:
-    """Every state row with this session id, whoever owns it, read directly."""
+async def summary_rows_of_session(session_id: str) -> list[dict[str, Any]]:
+    """Every summary row with this session id, whoever owns it, read directly."""
     from langflow.services.deps import session_scope
 
     async with session_scope() as session:
-        rows = await session.exec(sa.select(STATE).where(STATE.c.session_id == session_id).order_by(STATE.c.id))
+        stmt = sa.select(SUMMARIES).where(SUMMARIES.c.session_id == session_id).order_by(SUMMARIES.c.id)
+        rows = await session.exec(stmt)
         return [dict(row._mapping) for row in rows]
 
 
-async def on_state_rows(action: Callable[[StateRows], Any]) -> Any:
-    """`action(StateRows)` on a connection of Langflow's database, in a transaction of its own."""
+async def on_summary_rows(action: Callable[[SummaryRows], Any]) -> Any:
+    """`action(SummaryRows)` on a connection of Langflow's database, in a transaction of its own."""
     from langflow.services.deps import session_scope
 
     async with session_scope() as session:
-        return await session.run_sync(lambda sync: action(StateRows(sync.connection())))
+        return await session.run_sync(lambda sync: action(SummaryRows(sync.connection())))
 
 
 def sent_text(chat: ChatSession) -> str:
@@ -54,13 +55,13 @@ def sent_text(chat: ChatSession) -> str:
 
 @pytest.mark.parametrize("kind", SESSION_KINDS)
 @pytest.mark.parametrize("other", ["user", "flow", "context"])
-async def test_another_user_flow_or_context_on_the_same_session_id_never_touches_the_state_row(
+async def test_another_user_flow_or_context_on_the_same_session_id_never_touches_the_summary_row(
     langflow_db: LangflowDatabase, other: str, kind: type[ChatSession]
 ) -> None:
     victim = kind(settings=FOLD_EACH_TURN, context_id="ctx-a" if other == "context" else None)
     for text in VICTIM_TURNS:
         await victim.say(text)
-    [victim_row] = await state_rows_of_session(victim.session_id)
+    [victim_row] = await summary_rows_of_session(victim.session_id)
     assert victim_row["pinned"] == {"project_id": "PRJ-123", "cluster": "EU cluster"}
     assert victim_row["context_id"] == (victim.context_id or "")
 
@@ -77,7 +78,7 @@ async def test_another_user_flow_or_context_on_the_same_session_id_never_touches
 
     assert intruder.model.fold_calls, "the intruder folded its own messages"
     assert "PRJ-123" not in sent_text(intruder), "never reads the victim's messages or summary"
-    rows = await state_rows_of_session(victim.session_id)
+    rows = await summary_rows_of_session(victim.session_id)
     assert len(rows) == 2
     assert victim_row in rows, "the victim's row is neither overwritten nor deleted"
     [intruder_row] = [row for row in rows if row["id"] != victim_row["id"]]
@@ -106,21 +107,21 @@ async def test_the_store_never_crosses_user_flow_or_context(
     for ids in (owner, intruder):
         scope = MemoryScope(ids.flow_id, ids.user_id, ids.session_id)
         await insert_messages(scope, [(datetime.now(timezone.utc), "hello")], context_id=ids.context_id)
-    assert await DatabaseStore(owner).save(Summary(text="owner's")) is not None
-    owners = await DatabaseStore(owner).load()
+    assert await database_store(owner).save(Summary(text="owner's")) is not None
+    owners = await database_store(owner).load()
 
-    assert await DatabaseStore(intruder).load() == Summary()
+    assert await database_store(intruder).load() == Summary()
     hijack = replace(owners, text="hijack")
-    assert await DatabaseStore(intruder).save(hijack) is None
+    assert await database_store(intruder).save(hijack) is None
     if other != "context":
         # A purge covers every context of a session by design; it only ever reaches the caller's flow and owner.
         flow_id, user_id = intruder.flow_id, intruder.user_id
-        purged = await on_state_rows(
+        purged = await on_summary_rows(
             lambda rows: rows.purge(flow_id, session_ids=[memory_scope.session_id], user_id=user_id)
         )
         assert purged == 0
-    assert await DatabaseStore(intruder).save(Summary(text="own")) is not None
+    assert await database_store(intruder).save(Summary(text="own")) is not None
 
-    stored = await DatabaseStore(owner).load()
+    stored = await database_store(owner).load()
     assert (stored.text, stored.version) == ("owner's", 1)
-    assert (await DatabaseStore(intruder).load()).text == "own"
+    assert (await database_store(intruder).load()).text == "own"

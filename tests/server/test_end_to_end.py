@@ -199,7 +199,7 @@ def test_run_api_session_never_sees_the_playground_session(conversations: Conver
         assert value not in everything_sent
 
 
-def test_each_session_id_has_its_own_state_row(langflow_server: LangflowServer, conversations: Conversations) -> None:
+def test_each_session_id_has_its_own_summary_row(langflow_server: LangflowServer, conversations: Conversations) -> None:
     engine = create_engine(langflow_server.database_url)
     try:
         with Session(engine) as session:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from langflow_summarizing_agent.wiring.api import ROUTE_PREFIX
-from tests.support.server_chat import FLOW_KINDS, ServerChat, state_rows
+from tests.support.server_chat import FLOW_KINDS, ServerChat, summary_rows
 from tests.support.server_fixtures import LangflowServer
 
 # Through the HTTP API and the monitor's delete route
@@ -35,7 +35,7 @@ def test_another_user_reads_resets_and_deletes_only_their_own_state_over_http(
 ) -> None:
     owner, intruder, intruder_user = two_owners
     session_id = owner.new_session()
-    [owner_row] = state_rows(owner.server, owner.flow_id, session_id)
+    [owner_row] = summary_rows(owner.server, owner.flow_id, session_id)
     for turn in range(1, 4):
         intruder.say(session_id, f"intruder turn {turn}")
     seen_by_model = intruder.model_inputs()
@@ -43,7 +43,7 @@ def test_another_user_reads_resets_and_deletes_only_their_own_state_over_http(
     assert not [text for text in seen_by_model if f"{session_id}-" in text], (
         "the intruder's model never sees the owner's messages or summary"
     )
-    [intruder_row] = state_rows(intruder.server, intruder.flow_id, session_id)
+    [intruder_row] = summary_rows(intruder.server, intruder.flow_id, session_id)
     assert str(intruder_row["user_id"]) == intruder_user.id
 
     with intruder.server.client(token=intruder.token) as client:
@@ -71,7 +71,7 @@ def test_another_user_reads_resets_and_deletes_only_their_own_state_over_http(
     assert own_reset.json()["deleted"] == 1
     assert deleted.status_code == 204, deleted.text
     assert intruder.messages(session_id) == []
-    assert state_rows(intruder.server, intruder.flow_id, session_id) == []
+    assert summary_rows(intruder.server, intruder.flow_id, session_id) == []
 
-    assert state_rows(owner.server, owner.flow_id, session_id) == [owner_row]
+    assert summary_rows(owner.server, owner.flow_id, session_id) == [owner_row]
     assert len(owner.messages(session_id)) == 2 * owner.first_state_turns

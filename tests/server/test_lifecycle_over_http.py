@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.server_chat import FLOW_KINDS, TURNS_TO_FIRST_STATE, ServerChat
-from tests.support.server_chat import state_rows as server_state_rows
+from tests.support.server_chat import summary_rows as server_summary_rows
 from tests.support.server_fixtures import LangflowServer
 
 # Every delete and rename path of a real server, over HTTP
@@ -36,23 +36,23 @@ def chat(langflow_server: LangflowServer, kind: str, tmp_path_factory: pytest.Te
 def bystander(chat: ServerChat) -> str:
     """A session of the same flow that no test deletes: its state must survive every other session's delete."""
     session_id = chat.new_session()
-    assert len(server_state_rows(chat.server, chat.flow_id, session_id)) == 1
+    assert len(server_summary_rows(chat.server, chat.flow_id, session_id)) == 1
     return session_id
 
 
 def assert_bystander_kept(chat: ServerChat, bystander: str) -> None:
-    assert len(server_state_rows(chat.server, chat.flow_id, bystander)) == 1
+    assert len(server_summary_rows(chat.server, chat.flow_id, bystander)) == 1
 
 
 def test_session_delete_over_http_deletes_its_state(chat: ServerChat, bystander: str) -> None:
     session_id = chat.new_session()
-    assert len(server_state_rows(chat.server, chat.flow_id, session_id)) == 1
+    assert len(server_summary_rows(chat.server, chat.flow_id, session_id)) == 1
 
     with chat.server.client(token=chat.token) as client:
         response = client.delete(f"/api/v1/monitor/messages/session/{session_id}")
 
     assert response.status_code == 204, response.text
-    assert server_state_rows(chat.server, chat.flow_id, session_id) == []
+    assert server_summary_rows(chat.server, chat.flow_id, session_id) == []
     assert_bystander_kept(chat, bystander)
 
 
@@ -64,7 +64,7 @@ def test_bulk_sessions_delete_over_http_deletes_their_states(chat: ServerChat, b
 
     assert response.status_code == 200, response.text
     assert response.json()["deleted_count"] == 2
-    assert [row for session_id in sessions for row in server_state_rows(chat.server, chat.flow_id, session_id)] == []
+    assert [row for session_id in sessions for row in server_summary_rows(chat.server, chat.flow_id, session_id)] == []
     assert_bystander_kept(chat, bystander)
 
 
@@ -72,7 +72,7 @@ def test_message_delete_over_http_discards_the_state_only_when_a_folded_message_
     # Three exchanges: the folds after the second and third replies cover the first two; the third is unfolded. The
     # memory chatbot's flow, which folds a turn later, gets four exchanges; its folds cover the first five messages.
     session_id = chat.new_session(turns=chat.first_state_turns + 1)
-    [state] = server_state_rows(chat.server, chat.flow_id, session_id)
+    [state] = server_summary_rows(chat.server, chat.flow_id, session_id)
     messages = chat.messages(session_id)
     cursor_index = [m["id"] for m in messages].index(str(state["covered_until_message_id"]))
     assert cursor_index == (3 if chat.first_state_turns == TURNS_TO_FIRST_STATE else 4)
@@ -84,17 +84,17 @@ def test_message_delete_over_http_discards_the_state_only_when_a_folded_message_
         assert response.status_code == 204, response.text
 
     delete_messages(messages[-1]["id"], messages[-2]["id"])
-    assert [row["version"] for row in server_state_rows(chat.server, chat.flow_id, session_id)] == [state["version"]]
+    assert [row["version"] for row in server_summary_rows(chat.server, chat.flow_id, session_id)] == [state["version"]]
 
     delete_messages(messages[0]["id"])
-    assert server_state_rows(chat.server, chat.flow_id, session_id) == []
+    assert server_summary_rows(chat.server, chat.flow_id, session_id) == []
     assert len(chat.messages(session_id)) == len(messages) - 3
 
     # Later turns rebuild the summary from what is left (a fold needs two older messages again); the deleted
     # first message is not in it.
     chat.say(session_id, "after the delete")
     chat.say(session_id, "once more")
-    [rebuilt] = server_state_rows(chat.server, chat.flow_id, session_id)
+    [rebuilt] = server_summary_rows(chat.server, chat.flow_id, session_id)
     if chat.first_state_turns == TURNS_TO_FIRST_STATE:
         # Folded after each of the two replies: first the three older messages left, then two more.
         assert rebuilt["version"] == 2
@@ -108,26 +108,26 @@ def test_flow_delete_over_http_deletes_every_state_of_the_flow(
 ) -> None:
     doomed = new_chat(langflow_server, kind, tmp_path)
     sessions = [doomed.new_session(), doomed.new_session()]
-    assert len(server_state_rows(langflow_server, doomed.flow_id)) == len(sessions)
+    assert len(server_summary_rows(langflow_server, doomed.flow_id)) == len(sessions)
 
     with langflow_server.client(token=doomed.token) as client:
         response = client.delete(f"/api/v1/flows/{doomed.flow_id}")
 
     assert response.status_code == 200, response.text
-    assert server_state_rows(langflow_server, doomed.flow_id) == []
+    assert server_summary_rows(langflow_server, doomed.flow_id) == []
 
 
 def test_rename_over_http_moves_the_state_and_the_next_turn_uses_it(chat: ServerChat, kind: str) -> None:
     session_id = chat.new_session()
-    [before] = server_state_rows(chat.server, chat.flow_id, session_id)
+    [before] = server_summary_rows(chat.server, chat.flow_id, session_id)
     renamed = f"{session_id}-renamed"
 
     with chat.server.client(token=chat.token) as client:
         response = client.patch(f"/api/v1/monitor/messages/session/{session_id}", params={"new_session_id": renamed})
 
     assert response.status_code == 200, response.text
-    assert server_state_rows(chat.server, chat.flow_id, session_id) == []
-    [moved] = server_state_rows(chat.server, chat.flow_id, renamed)
+    assert server_summary_rows(chat.server, chat.flow_id, session_id) == []
+    [moved] = server_summary_rows(chat.server, chat.flow_id, renamed)
     assert {key: moved[key] for key in ("id", "summary", "covered_until_message_id", "version")} == {
         key: before[key] for key in ("id", "summary", "covered_until_message_id", "version")
     }
@@ -138,7 +138,7 @@ def test_rename_over_http_moves_the_state_and_the_next_turn_uses_it(chat: Server
     # message first; the memory chatbot's model got it in its prompt.
     got = reply if kind == "agent" else chat.model_inputs()[-1]
     assert f"folded {session_id}-1" in got
-    [after] = server_state_rows(chat.server, chat.flow_id, renamed)
+    [after] = server_summary_rows(chat.server, chat.flow_id, renamed)
     # The fold after the turn compare-and-swapped the moved row (version 1 -> 2) instead of starting a new one.
     assert (after["id"], after["version"]) == (before["id"], 2)
     assert after["absorbed_count"] > before["absorbed_count"]
@@ -161,7 +161,7 @@ def test_shared_session_delete_over_http_deletes_the_state_of_the_public_run(
     virtual_flow = uuid.uuid5(uuid.NAMESPACE_DNS, f"user:{me}_{chat.flow_id}")
     stored_session = f"{virtual_flow}:shared"
     # The fold runs after the last reply, in the background.
-    rows = wait_for(lambda: server_state_rows(langflow_server, virtual_flow), "the public run's state row")
+    rows = wait_for(lambda: server_summary_rows(langflow_server, virtual_flow), "the public run's state row")
     assert [row["session_id"] for row in rows] == [stored_session]
 
     with langflow_server.client(token=chat.token) as client:
@@ -170,7 +170,7 @@ def test_shared_session_delete_over_http_deletes_the_state_of_the_public_run(
         )
 
     assert response.status_code == 204, response.text
-    assert server_state_rows(langflow_server, virtual_flow) == []
+    assert server_summary_rows(langflow_server, virtual_flow) == []
 
 
 def wait_for(read: Any, what: str, timeout: float = 60.0) -> Any:

@@ -21,7 +21,7 @@ from tests.support.flow_files import (
     memory_chatbot_offline,
     read_records,
 )
-from tests.support.server_chat import ServerChat, playground_turn, state_rows
+from tests.support.server_chat import ServerChat, playground_turn, summary_rows
 from tests.support.server_fixtures import LangflowServer
 
 MESSAGES = 15
@@ -96,7 +96,7 @@ def test_over_the_run_api_the_prompt_holds_the_summary_and_the_window(chatbot: t
     window = f"AI: Noted.\nUser: {previous}\nAI: Noted.\nUser: {newest}"
     assert last.endswith(f"\n{window}\n\nThe customer's new message: {newest}")
     assert OPENING not in last, "the first message reached the model through the summary only"
-    [row] = state_rows(chat.server, chat.flow_id, session_id)
+    [row] = summary_rows(chat.server, chat.flow_id, session_id)
     assert row["pinned"] == FACTS
     stored = json.dumps(chat.messages(session_id))
     assert SUMMARY_PREFIX not in stored and "project_id" not in stored, "no summary in stored messages"
@@ -132,14 +132,14 @@ def test_renaming_then_deleting_the_session_moves_then_purges_its_summary(chatbo
     session_id = f"lifecycle-{uuid.uuid4().hex[:8]}"
     for turn in range(6):
         chat.say(session_id, OPENING if turn == 0 else follow_up(turn))
-    [before] = state_rows(chat.server, chat.flow_id, session_id)
+    [before] = summary_rows(chat.server, chat.flow_id, session_id)
     renamed = f"{session_id}-renamed"
 
     with chat.server.client(token=chat.token) as client:
         moved = client.patch(f"/api/v1/monitor/messages/session/{session_id}", params={"new_session_id": renamed})
     assert moved.status_code == 200, moved.text
-    assert state_rows(chat.server, chat.flow_id, session_id) == []
-    [after] = state_rows(chat.server, chat.flow_id, renamed)
+    assert summary_rows(chat.server, chat.flow_id, session_id) == []
+    [after] = summary_rows(chat.server, chat.flow_id, renamed)
     assert (after["id"], after["summary"]) == (before["id"], before["summary"])
     chat.say(renamed, "Which project again?")
     assert "- project_id: PRJ-123" in prompts(record_path)[-1], "the renamed session keeps its summary"
@@ -147,4 +147,4 @@ def test_renaming_then_deleting_the_session_moves_then_purges_its_summary(chatbo
     with chat.server.client(token=chat.token) as client:
         deleted = client.delete(f"/api/v1/monitor/messages/session/{renamed}")
     assert deleted.status_code in (200, 204), deleted.text
-    assert state_rows(chat.server, chat.flow_id, renamed) == []
+    assert summary_rows(chat.server, chat.flow_id, renamed) == []

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from langflow_summarizing_agent.wiring.api import MAX_ID_LENGTH, ROUTE_PREFIX
-from tests.support.server_chat import ServerChat, state_rows
+from tests.support.server_chat import ServerChat, summary_rows
 from tests.support.server_fixtures import LangflowServer
 
 
@@ -82,14 +82,14 @@ def test_reset_deletes_the_state_and_the_next_turn_rebuilds_it(chat: ServerChat)
 
     assert response.status_code == 200, response.text
     assert response.json() == {"flow_id": chat.flow_id, "session_id": session_id, "deleted": 1}
-    assert state_rows(chat.server, chat.flow_id, session_id) == []
+    assert summary_rows(chat.server, chat.flow_id, session_id) == []
     assert get_state(chat, session_id).status_code == 404
     assert len(chat.messages(session_id)) == 4
 
     reply = chat.say(session_id, "after reset")
     # Nothing was lost meanwhile: the turn sent the first exchange word for word, and folded it after its reply.
     assert f"{session_id}-1 ||" in reply
-    [rebuilt] = state_rows(chat.server, chat.flow_id, session_id)
+    [rebuilt] = summary_rows(chat.server, chat.flow_id, session_id)
     assert rebuilt["version"] == 1
     assert rebuilt["summary"].startswith(f"- folded {session_id}-1\n")
 
@@ -107,7 +107,7 @@ def test_another_users_flow_is_not_found_like_a_missing_one(chat: ServerChat, la
     assert foreign_read.status_code == foreign_reset.status_code == missing_read.status_code == 404
     assert foreign_read.json() == foreign_reset.json() == {"detail": f"Flow {chat.flow_id} not found"}
     assert missing_read.json() == {"detail": f"Flow {missing_flow} not found"}
-    assert len(state_rows(chat.server, chat.flow_id, session_id)) == 1
+    assert len(summary_rows(chat.server, chat.flow_id, session_id)) == 1
 
 
 THIS_FLOW = "<the test flow>"
@@ -175,7 +175,7 @@ def test_a_summarizing_message_historys_summary_is_read_and_reset_through_the_sa
     server = langflow_server
     chat = ServerChat.of_kind(server, server.superuser_token, server.superuser_api_key, "message_history", tmp_path)
     session_id = chat.new_session()
-    [row] = state_rows(server, chat.flow_id, session_id)
+    [row] = summary_rows(server, chat.flow_id, session_id)
 
     read = get_state(chat, session_id)
 
@@ -189,5 +189,5 @@ def test_a_summarizing_message_historys_summary_is_read_and_reset_through_the_sa
     reset = reset_state(chat, session_id)
 
     assert reset.json() == {"flow_id": chat.flow_id, "session_id": session_id, "deleted": 1}
-    assert state_rows(server, chat.flow_id, session_id) == []
+    assert summary_rows(server, chat.flow_id, session_id) == []
     assert len(chat.messages(session_id)) == 2 * chat.first_state_turns

@@ -19,8 +19,8 @@ from tests.support.server_chat import (
     TURNS_TO_FIRST_STATE,
     ServerChat,
     agent_template,
-    state_rows,
     summarizing_flow_data,
+    summary_rows,
 )
 from tests.support.server_fixtures import LangflowServer
 
@@ -44,7 +44,7 @@ def _folded_after_two_turns(chat: ServerChat, tweaks: dict[str, Any] | None = No
     session_id = "settings-session"
     for turn in range(1, TURNS_TO_FIRST_STATE + 1):
         chat.say(session_id, f"{session_id}-{turn}", tweaks=tweaks)
-    return state_rows(chat.server, chat.flow_id, session_id)
+    return summary_rows(chat.server, chat.flow_id, session_id)
 
 
 @pytest.fixture

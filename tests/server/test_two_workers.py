@@ -31,7 +31,7 @@ from tests.support.flow_files import (
     node_of_type,
     read_records,
 )
-from tests.support.fold_audit import FOLD_OFTEN, StateWatch, check_fold_bookkeeping
+from tests.support.fold_audit import FOLD_OFTEN, SummaryWatch, check_fold_bookkeeping
 from tests.support.postgres_database import fresh_postgres_database
 from tests.support.server_fixtures import LangflowServer, running_langflow_server
 
@@ -150,7 +150,7 @@ def test_concurrent_runs_on_two_workers_fold_each_message_once(
     try:
         # The watch goes on until the rounds' folds have settled: folds run after the reply, so a round's runs may
         # all return before the first of their folds saves.
-        with StateWatch(engine, uuid.UUID(flow_id), session_id) as watch:
+        with SummaryWatch(engine, uuid.UUID(flow_id), session_id) as watch:
             # The health check answers once one worker is up; the other may still be booting, and an idle pair may
             # leave a round to one of them. Rounds go on until one round's runs were spread over both workers.
             deadline = time.monotonic() + WORKER_SPREAD_TIMEOUT

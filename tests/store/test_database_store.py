@@ -1,7 +1,7 @@
 """What only the database store has: row locks, the unique key, Langflow's graph scope, one-statement turns.
 
 The rules every store keeps (scope, cursor, ties, compare-and-swap) are in `test_store_contract.py`; purges,
-renames and the session-wide read and reset in `test_state_rows.py`.
+renames and the session-wide read and reset in `test_summary_rows.py`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from sqlalchemy.exc import IntegrityError
 
 from langflow_summarizing_agent.engine.records import Cursor, Scope, Summary
 from langflow_summarizing_agent.engine.store import HeldScopes
-from langflow_summarizing_agent.storage import database as sm
+from langflow_summarizing_agent.storage import store as sm
 from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
-from tests.support.langflow_db import LangflowDatabase, MemoryScope, stored_summary
+from langflow_summarizing_agent.wiring.messages import as_chat_message
+from tests.support.langflow_db import LangflowDatabase, MemoryScope, database_store, stored_summary
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -60,7 +61,7 @@ def ids_of(scope: MemoryScope, **overrides) -> dict:
 
 
 def store_of(ids: dict, **extra) -> sm.DatabaseStore:
-    return sm.DatabaseStore(Scope(**ids), **extra)
+    return database_store(Scope(**ids), **extra)
 
 
 async def save(ids: dict, summary: Summary) -> Summary | None:
@@ -224,7 +225,7 @@ async def test_verbatim_messages_are_built_as_langflow_builds_them(memory_scope:
     )
     assert [m.role for m in stored] == ["user", "assistant"]
     assert [m.text for m in stored] == ["from the user", "from the agent"]
-    built = [await sm.as_chat_message(m) for m in stored]
+    built = [await as_chat_message(m) for m in stored]
     assert [type(m) for m in built] == [type(m) for m in reference]
     assert [m.model_dump() for m in built] == [m.model_dump() for m in reference]
     assert all(m.timestamp.tzinfo is not None for m in stored)
@@ -236,11 +237,11 @@ async def _turn_by_separate_reads(store: sm.DatabaseStore, limit: int) -> tuple[
 
 
 async def _turn(store: sm.DatabaseStore, limit: int) -> tuple[Summary, list[str]]:
-    state, messages = await store.load_turn(limit)
-    return state, [m.id for m in messages]
+    summary, messages = await store.load_turn(limit)
+    return summary, [m.id for m in messages]
 
 
-async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
+async def test_load_turn_reads_what_separate_summary_and_recent_reads_give(
     memory_scope: MemoryScope, insert_messages
 ) -> None:
     """No row, a cursor (with a timestamp tie after it), no unfolded message, a row without a cursor, a stale row."""
@@ -252,21 +253,21 @@ async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
     ids = [str(r.id) for r in rows]
     tie_order = sorted(ids[5:])  # equal timestamps are read in id order
 
-    state, read = await _turn(store, limit=4)
-    assert (state, read) == (Summary(), ids[3:5] + tie_order)
-    assert (state, read) == await _turn_by_separate_reads(store, 4)
+    summary, read = await _turn(store, limit=4)
+    assert (summary, read) == (Summary(), ids[3:5] + tie_order)
+    assert (summary, read) == await _turn_by_separate_reads(store, 4)
 
     folded = await store.save(Summary(text="s", pinned={"k": "v"}, cursor=Cursor(at(5), tie_order[0]), folded_count=6))
     assert folded is not None
-    state, read = await _turn(store, limit=4)
-    assert (state.text, state.pinned, state.cursor, state.version, read) == (
+    summary, read = await _turn(store, limit=4)
+    assert (summary.text, summary.pinned, summary.cursor, summary.version, read) == (
         "s",
         {"k": "v"},
         folded.cursor,
         1,
         [tie_order[1]],
     )
-    assert (state, read) == await _turn_by_separate_reads(store, 4)
+    assert (summary, read) == await _turn_by_separate_reads(store, 4)
 
     folded = await store.save(dataclasses.replace(folded, cursor=Cursor(at(5), tie_order[1])))
     assert folded is not None
@@ -275,20 +276,20 @@ async def test_load_turn_reads_what_separate_state_and_recent_reads_give(
 
     failing = Summary(failed_folds=2, retry_after=at(60), row_id=folded.row_id, version=2)
     assert await store.save(failing) is not None
-    state, read = await _turn(store, limit=3)
-    assert (state.failed_folds, state.cursor, state.version, read) == (2, None, 3, ids[4:5] + tie_order)
-    assert (state, read) == await _turn_by_separate_reads(store, 3)
+    summary, read = await _turn(store, limit=3)
+    assert (summary.failed_folds, summary.cursor, summary.version, read) == (2, None, 3, ids[4:5] + tie_order)
+    assert (summary, read) == await _turn_by_separate_reads(store, 3)
 
-    # The cursor's message is gone, the rest stays: a stale state, read from the start.
+    # The cursor's message is gone, the rest stays: a stale summary, read from the start.
     assert await store.save(dataclasses.replace(folded, cursor=Cursor(at(2), ids[2]), version=3)) is not None
     await delete_rows_behind_langflows_back([rows[2].id])
-    state, read = await _turn(store, limit=10)
-    assert (state.text, state.cursor, state.version, read) == ("", None, 4, ids[:2] + ids[3:5] + tie_order)
-    assert (state, read) == await _turn_by_separate_reads(store, 10)
+    summary, read = await _turn(store, limit=10)
+    assert (summary.text, summary.cursor, summary.version, read) == ("", None, 4, ids[:2] + ids[3:5] + tie_order)
+    assert (summary, read) == await _turn_by_separate_reads(store, 10)
 
     await adelete_messages(memory_scope.session_id, flow_id=memory_scope.flow_id, user_id=memory_scope.user_id)
-    state, read = await _turn(store, limit=10)
-    assert (state.text, state.version, read) == ("", 4, [])
+    summary, read = await _turn(store, limit=10)
+    assert (summary.text, summary.version, read) == ("", 4, [])
 
 
 async def delete_rows_behind_langflows_back(message_ids: list[uuid.UUID]) -> None:
@@ -327,15 +328,15 @@ async def test_load_turn_keeps_to_its_context_and_stops_at_the_turns_input(
     await insert_messages(memory_scope, [(at(6), "a concurrent run's")], **ctx)
     store = store_of(ids_of(memory_scope, **ctx), before=str(input_id))
 
-    state, messages = await store.load_turn(10)
-    assert (state, [m.text for m in messages]) == (Summary(), ["m0", "m1", "m2", "m3", "tie before"])
+    summary, messages = await store.load_turn(10)
+    assert (summary, [m.text for m in messages]) == (Summary(), ["m0", "m1", "m2", "m3", "tie before"])
 
-    # A state row of the session without a context is another scope; this context's row bounds the read.
+    # A summary row of the session without a context is another scope; this context's row bounds the read.
     assert await store.save(Summary(text="ctx", cursor=Cursor(at(1), str(rows[1].id)))) is not None
     no_context = store_of(ids_of(memory_scope), before=str(input_id))
     assert await no_context.save(Summary(text="none")) is not None
-    state, messages = await store.load_turn(10)
-    assert (state.text, [m.text for m in messages]) == ("ctx", ["m2", "m3", "tie before"])
+    summary, messages = await store.load_turn(10)
+    assert (summary.text, [m.text for m in messages]) == ("ctx", ["m2", "m3", "tie before"])
 
 
 async def test_load_turn_bounds_the_read_by_the_cursor_message_itself(
@@ -350,15 +351,15 @@ async def test_load_turn_bounds_the_read_by_the_cursor_message_itself(
 
     assert await store.save(Summary(text="s", cursor=Cursor(at(3), str(rows[3].id)))) is not None
     await move_rows_behind_langflows_back([rows[3].id], other_session.session_id)
-    state, read = await _turn(store, limit=10)
-    assert (state.text, state.cursor, read) == ("", None, [str(r.id) for r in rows if r.id != rows[3].id])
+    summary, read = await _turn(store, limit=10)
+    assert (summary.text, summary.cursor, read) == ("", None, [str(r.id) for r in rows if r.id != rows[3].id])
 
     shifted = Cursor(at(3.5), str(rows[1].id))  # the message says at(1)
-    assert await store.save(dataclasses.replace(state, text="s", cursor=shifted)) is not None
-    state, read = await _turn(store, limit=10)
+    assert await store.save(dataclasses.replace(summary, text="s", cursor=shifted)) is not None
+    summary, read = await _turn(store, limit=10)
     remaining = [str(r.id) for r in rows[2:] if r.id != rows[3].id]
-    assert (state.text, state.cursor, read) == ("s", Cursor(at(1), str(rows[1].id)), remaining)
-    assert read == [m.id for m in await store.messages(limit=10, after=state.cursor, newest=True)]
+    assert (summary.text, summary.cursor, read) == ("s", Cursor(at(1), str(rows[1].id)), remaining)
+    assert read == [m.id for m in await store.messages(limit=10, after=summary.cursor, newest=True)]
 
 
 async def test_load_turn_is_one_statement_when_unfolded_messages_exist(
@@ -369,13 +370,12 @@ async def test_load_turn_is_one_statement_when_unfolded_messages_exist(
 
     rows = await insert_messages(memory_scope, [(at(i), f"m{i}") for i in range(30)])
     store = store_of(ids_of(memory_scope), before=str(rows[-1].id))
-    await store.load_turn(5)  # the migration check of a first call is not part of a turn
     for cursor in (None, Cursor(at(20), str(rows[20].id))):
         if cursor is not None:
             assert await store.save(Summary(text="s", cursor=cursor)) is not None
         with statement_counter() as trips:
-            state, messages = await store.load_turn(5)
-        assert (state.cursor, [m.text for m in messages]) == (cursor, ["m24", "m25", "m26", "m27", "m28"])
+            summary, messages = await store.load_turn(5)
+        assert (summary.cursor, [m.text for m in messages]) == (cursor, ["m24", "m25", "m26", "m27", "m28"])
         assert (trips.statements, trips.commits) == (1, 1)
 
 
@@ -389,12 +389,13 @@ def test_unsupported_without_langflow_services_answers_empty(tmp_path) -> None:
         import asyncio, uuid
         from datetime import datetime, timezone
         from langflow_summarizing_agent.engine.records import Cursor, Scope, Summary
-        from langflow_summarizing_agent.storage import database as sm
+        from langflow_summarizing_agent.engine.store import HeldScopes
+        from langflow_summarizing_agent.storage import store as sm
 
         async def main():
             ids = {"flow_id": uuid.uuid4(), "user_id": uuid.uuid4(), "session_id": "s"}
             cursor = Cursor(datetime.now(timezone.utc), str(uuid.uuid4()))
-            store = sm.DatabaseStore(Scope(**ids))
+            store = sm.DatabaseStore(Scope(**ids), locks=HeldScopes())
             async with store.fold_lock() as held:
                 pass
             return [
@@ -425,14 +426,17 @@ def test_unsupported_without_langflow_services_answers_empty(tmp_path) -> None:
 
 
 async def test_the_fold_lock_holds_across_worker_processes_on_postgres_and_within_one_on_sqlite(
-    langflow_db: LangflowDatabase, memory_scope: MemoryScope, monkeypatch: pytest.MonkeyPatch
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope
 ) -> None:
-    store = memory_scope.store()
-    async with store.fold_lock() as here, store.fold_lock() as again_here:
-        # Another worker process has the database but none of this process's locks.
-        monkeypatch.setattr(sm, "_FOLD_LOCKS", HeldScopes())
-        async with store.fold_lock() as in_another_worker:
-            assert (here, again_here) == (True, False)
-            assert in_another_worker is (langflow_db.backend != "postgres")
+    store = memory_scope.store(locks=HeldScopes())
+    # Another worker process has the database but none of this process's locks.
+    another_worker = memory_scope.store(locks=HeldScopes())
+    async with (
+        store.fold_lock() as here,
+        store.fold_lock() as again_here,
+        another_worker.fold_lock() as in_another_worker,
+    ):
+        assert (here, again_here) == (True, False)
+        assert in_another_worker is (langflow_db.backend != "postgres")
     async with store.fold_lock() as after_release:
         assert after_release

@@ -1,4 +1,4 @@
-"""A summary goes wherever its messages go: deletes and renames of chat history keep the state rows in step.
+"""A summary goes wherever its messages go: deletes and renames of chat history keep the summary rows in step.
 
 The listeners driven in-process with the statements Langflow's delete and rename paths issue, on SQLite and
 Postgres.
@@ -15,13 +15,13 @@ import pytest
 from sqlalchemy import delete, select, update
 
 from langflow_summarizing_agent.engine.records import Cursor, Summary
-from langflow_summarizing_agent.storage.database import StateRows
 from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
-from langflow_summarizing_agent.wiring import lifecycle
+from langflow_summarizing_agent.storage.summaries import SummaryRows
+from langflow_summarizing_agent.wiring import lifecycle, runtime
 from tests.support.langflow_db import MemoryScope
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
-STATE = SessionMemoryStateTable.__table__
+SUMMARIES = SessionMemoryStateTable.__table__
 
 
 def at(seconds: float) -> datetime:
@@ -49,14 +49,13 @@ async def save_folded(scope: MemoryScope, cursor_message: Any, *, context_id: st
     assert await scope.store(context_id=context_id).save(summary) is not None
 
 
-async def state_rows(flow_id: uuid.UUID) -> list[tuple[str, str, str]]:
-    """(session_id, context_id, summary) of every state row of the flow."""
+async def summary_rows(flow_id: uuid.UUID) -> list[tuple[str, str, str]]:
+    """(session_id, context_id, summary) of every summary row of the flow."""
     from langflow.services.deps import session_scope
 
     async with session_scope() as session:
-        rows = await session.exec(
-            select(STATE.c.session_id, STATE.c.context_id, STATE.c.summary).where(STATE.c.flow_id == flow_id)
-        )
+        columns = (SUMMARIES.c.session_id, SUMMARIES.c.context_id, SUMMARIES.c.summary)
+        rows = await session.exec(select(*columns).where(SUMMARIES.c.flow_id == flow_id))
         return sorted(tuple(row) for row in rows)
 
 
@@ -125,7 +124,7 @@ def test_installing_twice_listens_once(listeners: None) -> None:
 # Deletes
 
 
-async def test_deleting_a_whole_session_deletes_its_state_in_every_context(
+async def test_deleting_a_whole_session_deletes_its_summary_in_every_context(
     listeners: None, memory_scope: MemoryScope, insert_messages
 ) -> None:
     from langflow.memory import adelete_messages
@@ -139,8 +138,31 @@ async def test_deleting_a_whole_session_deletes_its_state_in_every_context(
 
     await adelete_messages(memory_scope.session_id, flow_id=memory_scope.flow_id, user_id=memory_scope.user_id)
 
-    assert await state_rows(memory_scope.flow_id) == [(other.session_id, "", "summary up to second")]
+    assert await summary_rows(memory_scope.flow_id) == [(other.session_id, "", "summary up to second")]
     assert await message_texts(other) == ["first", "second", "third", "fourth"]
+
+
+async def test_deleting_a_session_drops_its_usage_scale_and_save_back_off_with_its_summary(
+    listeners: None, memory_scope: MemoryScope, insert_messages
+) -> None:
+    from langflow.memory import adelete_messages
+
+    messages = await four_messages(memory_scope, insert_messages)
+    other = MemoryScope(memory_scope.flow_id, memory_scope.user_id, f"{memory_scope.session_id}-other")
+    other_messages = await four_messages(other, insert_messages)
+    await save_folded(memory_scope, messages[1])
+    await save_folded(memory_scope, messages[1], context_id="ctx")
+    await save_folded(other, other_messages[1])
+    keys = [memory_scope.scope().key, memory_scope.scope(context_id="ctx").key, other.scope().key]
+    with runtime.using(runtime.Runtime()) as kept:
+        for key in keys:
+            kept.usage.observe(key, counted=100, reported=150)
+            kept.save_failures.record(key, Summary(failed_folds=1, retry_after=at(60)))
+
+        await adelete_messages(memory_scope.session_id, flow_id=memory_scope.flow_id, user_id=memory_scope.user_id)
+
+    assert [kept.usage.scale(key) for key in keys] == [1.0, 1.0, 1.5]
+    assert [kept.save_failures.applied(key, Summary()).failed_folds for key in keys] == [0, 0, 1]
 
 
 async def test_deleting_a_folded_message_discards_the_summary(
@@ -151,7 +173,7 @@ async def test_deleting_a_folded_message_discards_the_summary(
 
     await delete_message_ids([messages[0].id])
 
-    assert await state_rows(memory_scope.flow_id) == []
+    assert await summary_rows(memory_scope.flow_id) == []
     assert await message_texts(memory_scope) == ["second", "third", "fourth"]
 
 
@@ -163,7 +185,7 @@ async def test_deleting_the_cursor_message_itself_discards_the_summary(
 
     await delete_message_ids([messages[1].id])
 
-    assert await state_rows(memory_scope.flow_id) == []
+    assert await summary_rows(memory_scope.flow_id) == []
 
 
 async def test_deleting_only_unfolded_messages_keeps_the_summary(
@@ -174,7 +196,7 @@ async def test_deleting_only_unfolded_messages_keeps_the_summary(
 
     await delete_message_ids([messages[2].id, messages[3].id])
 
-    assert await state_rows(memory_scope.flow_id) == [(memory_scope.session_id, "", "summary up to second")]
+    assert await summary_rows(memory_scope.flow_id) == [(memory_scope.session_id, "", "summary up to second")]
     assert await message_texts(memory_scope) == ["first", "second"]
 
 
@@ -186,10 +208,10 @@ async def test_a_message_at_the_cursor_timestamp_after_the_cursor_id_is_unfolded
     await save_folded(memory_scope, first)
 
     await delete_message_ids([second.id])
-    assert len(await state_rows(memory_scope.flow_id)) == 1
+    assert len(await summary_rows(memory_scope.flow_id)) == 1
 
     await delete_message_ids([first.id])
-    assert await state_rows(memory_scope.flow_id) == []
+    assert await summary_rows(memory_scope.flow_id) == []
 
 
 async def test_a_deleted_message_of_another_context_keeps_that_contexts_summary(
@@ -204,10 +226,10 @@ async def test_a_deleted_message_of_another_context_keeps_that_contexts_summary(
     await delete_message_ids([in_b[0].id])
 
     # The no-context summary folded every context of the session, so it goes too.
-    assert await state_rows(memory_scope.flow_id) == [(memory_scope.session_id, "a", "summary up to a2")]
+    assert await summary_rows(memory_scope.flow_id) == [(memory_scope.session_id, "a", "summary up to a2")]
 
 
-async def test_deleting_every_message_deletes_a_state_without_cursor(
+async def test_deleting_every_message_deletes_a_summary_without_cursor(
     listeners: None, memory_scope: MemoryScope, insert_messages
 ) -> None:
     messages = await insert_messages(memory_scope, [(at(0), "only")])
@@ -216,7 +238,7 @@ async def test_deleting_every_message_deletes_a_state_without_cursor(
 
     await delete_message_ids([messages[0].id])
 
-    assert await state_rows(memory_scope.flow_id) == []
+    assert await summary_rows(memory_scope.flow_id) == []
 
 
 async def test_deleting_one_message_object_follows_the_same_rule(
@@ -228,10 +250,10 @@ async def test_deleting_one_message_object_follows_the_same_rule(
     await save_folded(memory_scope, messages[1])
 
     await delete_message(messages[3].id)
-    assert len(await state_rows(memory_scope.flow_id)) == 1
+    assert len(await summary_rows(memory_scope.flow_id)) == 1
 
     await delete_message(messages[0].id)
-    assert await state_rows(memory_scope.flow_id) == []
+    assert await summary_rows(memory_scope.flow_id) == []
     assert await message_texts(memory_scope) == ["second", "third"]
 
 
@@ -247,26 +269,26 @@ async def test_a_rolled_back_delete_keeps_the_summary(
     with pytest.raises(RuntimeError, match="abort"):
         async with session_scope() as session:
             await session.exec(delete(MessageTable).where(MessageTable.session_id == memory_scope.session_id))
-            assert await session_state_count(session, memory_scope) == 0
+            assert await session_summary_count(session, memory_scope) == 0
             raise RuntimeError("abort")
 
-    assert len(await state_rows(memory_scope.flow_id)) == 1
+    assert len(await summary_rows(memory_scope.flow_id)) == 1
     assert len(await message_texts(memory_scope)) == 4
 
 
-async def session_state_count(session: Any, scope: MemoryScope) -> int:
-    rows = await session.exec(select(STATE.c.id).where(STATE.c.flow_id == scope.flow_id))
+async def session_summary_count(session: Any, scope: MemoryScope) -> int:
+    rows = await session.exec(select(SUMMARIES.c.id).where(SUMMARIES.c.flow_id == scope.flow_id))
     return len(rows.all())
 
 
 def break_the_summary_delete(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(rows: StateRows, plan: Any, **_: Any) -> int:
+    def broken(rows: SummaryRows, plan: Any, **_: Any) -> int:
         from sqlalchemy import text
 
         rows.connection.execute(text("SELECT * FROM no_such_table_for_summaries"))
         return 0
 
-    monkeypatch.setattr(StateRows, "apply_message_delete", broken)
+    monkeypatch.setattr(SummaryRows, "apply_message_delete", broken)
 
 
 async def test_a_failure_in_the_listener_does_not_fail_langflows_delete(
@@ -281,7 +303,7 @@ async def test_a_failure_in_the_listener_does_not_fail_langflows_delete(
     assert await message_texts(memory_scope) == ["third", "fourth"]
     assert "could not delete the summaries of deleted messages" in caplog.text
     assert "ignored and rebuilt only if its cursor message is no longer in its session" in caplog.text
-    # The lazy check is the backstop: the cursor message is gone, so the state is not used.
+    # The lazy check is the backstop: the cursor message is gone, so the summary is not used.
     assert (await memory_scope.store().load()).text == ""
 
 
@@ -314,7 +336,7 @@ async def test_a_renamed_session_keeps_its_summary_under_the_new_id(
 
     await rename_like_the_monitor(memory_scope, memory_scope.session_id, renamed)
 
-    assert await state_rows(memory_scope.flow_id) == [
+    assert await summary_rows(memory_scope.flow_id) == [
         (renamed, "", "summary up to second"),
         (renamed, "ctx", "summary up to second"),
     ]
@@ -333,7 +355,7 @@ async def test_renaming_into_a_session_with_messages_discards_both_summaries(
 
     await rename_like_the_monitor(memory_scope, memory_scope.session_id, target.session_id)
 
-    assert await state_rows(memory_scope.flow_id) == []
+    assert await summary_rows(memory_scope.flow_id) == []
     assert len(await message_texts(target)) == 8
 
 
@@ -354,7 +376,7 @@ async def test_a_bulk_update_of_session_id_moves_the_summary(
             .values(session_id=renamed)
         )
 
-    assert await state_rows(memory_scope.flow_id) == [(renamed, "", "summary up to second")]
+    assert await summary_rows(memory_scope.flow_id) == [(renamed, "", "summary up to second")]
 
 
 async def test_moving_part_of_a_session_discards_its_summary(
@@ -369,5 +391,5 @@ async def test_moving_part_of_a_session_discards_its_summary(
     async with session_scope() as session:
         await session.exec(update(MessageTable).where(MessageTable.id == messages[3].id).values(session_id="elsewhere"))
 
-    assert await state_rows(memory_scope.flow_id) == []
+    assert await summary_rows(memory_scope.flow_id) == []
     assert await message_texts(memory_scope) == ["first", "second", "third"]

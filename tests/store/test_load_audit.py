@@ -1,7 +1,7 @@
 """The load benchmark's audit (`benchmarks.load.audit_phase`) on a real Langflow database: it counts the messages a
 fold reads, so the error row Langflow stores for a turn that failed (as during a database restart) is no message the
 summary must name; and it fails on each rule broken: a message folded twice, a `folded_count` other than what the
-cursor covers, a version that went down, a deleted session's state row left behind."""
+cursor covers, a version that went down, a deleted session's summary row left behind."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ import sqlalchemy as sa
 
 from benchmarks.load import Phase, audit_phase
 from langflow_summarizing_agent.engine.records import Cursor, Scope, Summary
-from langflow_summarizing_agent.storage.database import DatabaseStore
-from tests.support.langflow_db import LangflowDatabase, MemoryScope
+from tests.support.langflow_db import LangflowDatabase, MemoryScope, database_store
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 MARKERS = ["s1001-u0", "s1001-a0", "s1001-u1", "s1001-a1", "s1001-u2", "s1001-a2"]
@@ -36,7 +35,7 @@ async def folded_session(
         cursor=Cursor(newest.timestamp, str(newest.id)),
         folded_count=folded_count,
     )
-    assert await DatabaseStore(Scope(**dataclasses.asdict(memory_scope.scope()))).save(summary) is not None
+    assert await database_store(Scope(**dataclasses.asdict(memory_scope.scope()))).save(summary) is not None
 
 
 def audit(langflow_db: LangflowDatabase, memory_scope: MemoryScope, **options) -> dict:
@@ -117,13 +116,13 @@ async def test_the_audit_fails_on_a_version_that_went_down(
 
 
 @pytest.mark.parametrize("purged", [True, False])
-async def test_the_audit_deletes_after_checking_folds_and_fails_on_a_state_row_left_behind(
+async def test_the_audit_deletes_after_checking_folds_and_fails_on_a_summary_row_left_behind(
     langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages, purged: bool
 ) -> None:
     await folded_session(memory_scope, insert_messages)
 
     def delete(engine: sa.Engine) -> list[str]:
-        # What a session delete does to the state row when the purge works (`purged`), or not at all.
+        # What a session delete does to the summary row when the purge works (`purged`), or not at all.
         if purged:
             with engine.begin() as connection:
                 connection.execute(
@@ -165,7 +164,7 @@ async def test_the_audit_holds_when_a_failed_turn_left_an_error_row_among_the_fo
         cursor=Cursor(newest.timestamp, str(newest.id)),
         folded_count=len(MARKERS),
     )
-    saved = await DatabaseStore(Scope(**dataclasses.asdict(scope.scope()))).save(summary)
+    saved = await database_store(Scope(**dataclasses.asdict(scope.scope()))).save(summary)
     assert saved is not None
 
     engine = sa.create_engine(langflow_db.url, poolclass=sa.pool.NullPool)

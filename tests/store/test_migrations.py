@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from langflow_summarizing_agent.storage import migrate
 from langflow_summarizing_agent.storage.models import SCOPE_CONSTRAINT, TABLE_NAME
+from langflow_summarizing_agent.wiring.runtime import Runtime
 from tests.support.langflow_db import LangflowDatabase, restart_langflow_services, stored_summary
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -57,18 +58,19 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def test_upgrade_to_head_and_downgrade_to_base(empty_database_url: str) -> None:
+async def test_upgrade_to_head_and_downgrade_to_base(empty_database_url: str) -> None:
     url = empty_database_url
     assert migrate.current(url) is None
 
-    assert migrate.upgrade(url) == migrate.head()
+    await migrate.upgrade(url)
+    assert migrate.current(url) == migrate.head()
     with inspected(url) as inspector:
         tables = set(inspector.get_table_names())
         assert {TABLE_NAME, migrate.VERSION_TABLE} <= tables
         assert "alembic_version" not in tables, "Langflow's version table is not ours to create"
         unique = {c["name"]: c["column_names"] for c in inspector.get_unique_constraints(TABLE_NAME)}
         assert unique[SCOPE_CONSTRAINT] == ["flow_id", "user_id", "session_id", "context_id"]
-    assert migrate.upgrade(url) == migrate.head()
+    await migrate.upgrade(url)
     assert version_rows(url) == [migrate.head()]
 
     assert migrate.downgrade(url, "base") is None
@@ -76,7 +78,8 @@ def test_upgrade_to_head_and_downgrade_to_base(empty_database_url: str) -> None:
         assert TABLE_NAME not in inspector.get_table_names()
     assert migrate.current(url) is None
 
-    assert migrate.upgrade(url) == migrate.head()
+    await migrate.upgrade(url)
+    assert migrate.current(url) == migrate.head()
 
 
 def test_migration_file_passes_langflow_validator() -> None:
@@ -98,7 +101,7 @@ def test_our_table_stays_out_of_langflow_metadata() -> None:
 
 
 async def test_langflow_restarts_on_a_database_with_our_table(langflow_db: LangflowDatabase) -> None:
-    await migrate.ensure_migrated()
+    await Runtime().ready()
     assert migrate.current(langflow_db.url) == migrate.head()
 
     # Langflow's startup runs its migration check (which refuses unknown tables in its metadata) again.
@@ -109,18 +112,23 @@ async def test_langflow_restarts_on_a_database_with_our_table(langflow_db: Langf
         assert {"alembic_version", "message", TABLE_NAME} <= set(inspector.get_table_names())
 
 
-async def test_first_use_applies_migrations(langflow_db: LangflowDatabase) -> None:
+async def test_storage_does_not_migrate_and_ready_does(langflow_db: LangflowDatabase) -> None:
     migrate.downgrade(langflow_db.url, "base")
     assert migrate.current(langflow_db.url) is None
 
     ids = {"flow_id": uuid.uuid4(), "user_id": uuid.uuid4(), "session_id": "first-use"}
+    with pytest.raises(sa.exc.DBAPIError):
+        await stored_summary(**ids)
+    assert migrate.current(langflow_db.url) is None
+
+    await Runtime().ready()
+    assert migrate.current(langflow_db.url) == migrate.head()
     assert await stored_summary(**ids) is None
 
-    assert migrate.current(langflow_db.url) == migrate.head()
 
-
-async def test_ensure_migrated_twice_is_a_noop(langflow_db: LangflowDatabase) -> None:
-    await migrate.ensure_migrated()
+async def test_ready_twice_is_a_noop(langflow_db: LangflowDatabase) -> None:
+    runtime = Runtime()
+    await runtime.ready()
     new_connections: list[object] = []
 
     def count(dbapi_connection: object, _record: object) -> None:
@@ -129,7 +137,7 @@ async def test_ensure_migrated_twice_is_a_noop(langflow_db: LangflowDatabase) ->
     # Any migration run opens a new connection (NullPool engine); a cached "done" opens none.
     sa.event.listen(sa.Engine, "connect", count)
     try:
-        await migrate.ensure_migrated()
+        await runtime.ready()
     finally:
         sa.event.remove(sa.Engine, "connect", count)
 
@@ -139,7 +147,7 @@ async def test_ensure_migrated_twice_is_a_noop(langflow_db: LangflowDatabase) ->
 
 UPGRADE_AFTER_BARRIER = textwrap.dedent(
     """
-    import sys, time
+    import asyncio, sys, time
     from pathlib import Path
     from langflow_summarizing_agent.storage import migrate
 
@@ -147,7 +155,8 @@ UPGRADE_AFTER_BARRIER = textwrap.dedent(
     ready.touch()
     while not go.exists():
         time.sleep(0.01)
-    print(migrate.upgrade(url))
+    asyncio.run(migrate.upgrade(url))
+    print(migrate.current(url))
     """
 )
 
@@ -182,8 +191,9 @@ def test_migrations_run_from_an_installed_wheel(tmp_path: Path, migration_sqlite
     subprocess.run(install, check=True, capture_output=True, timeout=SUBPROCESS_TIMEOUT_SECONDS)
     url = migration_sqlite_url()
 
-    script = "import sys; from langflow_summarizing_agent.storage import migrate; print(migrate.script_location()); "
-    script += "print(migrate.upgrade(sys.argv[1]))"
+    script = "import asyncio, sys; from langflow_summarizing_agent.storage import migrate; "
+    script += "print(migrate.script_location()); asyncio.run(migrate.upgrade(sys.argv[1])); "
+    script += "print(migrate.current(sys.argv[1]))"
     result = subprocess.run(
         [sys.executable, "-c", script, url],
         capture_output=True,

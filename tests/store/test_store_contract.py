@@ -5,8 +5,8 @@ Each backend gives a `Harness`: a `SessionStore` per scope, a way to store and d
 (without the listeners, which `test_lifecycle` covers), and the two session-wide row operations the rules below
 need (reset a session's rows, count a flow's rows). Scope, cursor, tie and compare-and-swap rules are stated once
 here; what only a database has (locks, constraints, Langflow's graph scope, statement counts) stays in
-`test_database_store.py`, and the row purges, moves and session-wide reads production runs through `StateRows` are
-in `test_state_rows.py`.
+`test_database_store.py`, and the row purges, moves and session-wide reads production runs through `SummaryRows` are
+in `test_summary_rows.py`.
 """
 
 from __future__ import annotations
@@ -74,12 +74,12 @@ class Harness:
 def harness(langflow_db: LangflowDatabase, insert_messages) -> Harness:
     if langflow_db.backend == STORE_IN_MEMORY:
         return _memory_harness()
-    from langflow_summarizing_agent.storage.database import DatabaseStore
+    from tests.support.langflow_db import database_store
 
     async def add(scope: MemoryScope, rows: list[tuple[datetime, str]], **columns: Any) -> list[str]:
         return [str(row.id) for row in await insert_messages(scope, rows, **columns)]
 
-    return Harness(DatabaseStore, add, _delete_behind_langflows_back, _reset_session, _count_state_rows)
+    return Harness(database_store, add, _delete_behind_langflows_back, _reset_session, _count_summary_rows)
 
 
 def _memory_harness() -> Harness:
@@ -126,18 +126,18 @@ async def _delete_behind_langflows_back(message_ids: list[str]) -> None:
 
 
 async def _reset_session(scope: MemoryScope) -> int:
-    from langflow_summarizing_agent.storage.database import reset_session
+    from langflow_summarizing_agent.storage.store import reset_session
 
     return await reset_session(flow_id=scope.flow_id, session_id=scope.session_id)
 
 
-async def _count_state_rows(flow_id: uuid.UUID) -> int:
+async def _count_summary_rows(flow_id: uuid.UUID) -> int:
     from langflow.services.deps import session_scope
 
-    from langflow_summarizing_agent.storage.database import StateRows
+    from langflow_summarizing_agent.storage.summaries import SummaryRows
 
     async with session_scope() as session:
-        return await session.run_sync(lambda sync: StateRows(sync.connection()).count(flow_id))
+        return await session.run_sync(lambda sync: SummaryRows(sync.connection()).count(flow_id))
 
 
 async def saved(harness: Harness, scope: MemoryScope, text: str = "s", **overrides: Any) -> Summary:
@@ -177,7 +177,7 @@ async def test_insert_then_compare_and_swap(harness: Harness, memory_scope: Memo
     assert (stored.text, stored.version, stored.row_id) == ("second", 2, first.row_id)
 
 
-async def test_state_round_trips_every_field(harness: Harness, memory_scope: MemoryScope) -> None:
+async def test_summary_round_trips_every_field(harness: Harness, memory_scope: MemoryScope) -> None:
     ids = await harness.add(memory_scope, [(at(3.000123), "hello")])
     cursor = Cursor(at(3.000123), ids[0])
     retry_after = datetime(2026, 5, 1, 8, 30, tzinfo=timezone(timedelta(hours=2)))
@@ -302,7 +302,7 @@ async def test_each_context_has_its_own_row(harness: Harness, memory_scope: Memo
 async def test_another_user_or_flow_cannot_read_or_overwrite(
     harness: Harness, memory_scope: MemoryScope, other: str
 ) -> None:
-    """The purge part of this rule (`StateRows.purge` of another owner or flow) is in `test_state_rows.py`."""
+    """The purge part of this rule (`SummaryRows.purge` of another owner or flow) is in `test_summary_rows.py`."""
     owners = await saved(harness, memory_scope, "owner's")
     intruder = dataclasses.replace(memory_scope, **{f"{other}_id": uuid.uuid4()})
     await harness.add(intruder, [(at(5), "x")])
@@ -320,7 +320,7 @@ async def test_another_user_or_flow_cannot_read_or_overwrite(
 
 
 async def test_unresolvable_ids_fail_closed(harness: Harness, memory_scope: MemoryScope) -> None:
-    """The purge part of this rule (a purge of one owner keeps every other owner's row) is in `test_state_rows.py`."""
+    """The purge part of this rule (a purge of one owner keeps every other owner's row) is in `test_summary_rows.py`."""
     await saved(harness, memory_scope, "kept")
     for broken in (
         memory_scope.scope(user_id="not-a-uuid"),
@@ -448,7 +448,7 @@ async def test_a_context_narrows_reads_and_no_context_reads_every_context(
     assert [m.text for m in (await empty_context.load_turn(10))[1]] == ["in alpha", "in beta"]
 
 
-async def test_load_turn_reads_the_state_and_what_follows_its_cursor(
+async def test_load_turn_reads_the_summary_and_what_follows_its_cursor(
     harness: Harness, memory_scope: MemoryScope
 ) -> None:
     ids = await harness.add(memory_scope, [(at(i), f"m{i}") for i in range(6)] + [(at(5), "tie")])

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from tests.support.fake_chat_model import folded_texts
 
-# A small window and batch make nearly every turn fold, so concurrent turns race on the same state row.
+# A small window and batch make nearly every turn fold, so concurrent turns race on the same summary row.
 FOLD_OFTEN = {
     "summarize_older_messages": True,
     "n_messages": 2,
@@ -22,7 +22,7 @@ FOLD_OFTEN = {
     "summary_words": 5000,
 }
 
-STATE_SQL = """
+SUMMARY_SQL = """
 SELECT version, absorbed_count, summary, covered_until_message_id
 FROM session_memory_state WHERE flow_id = :flow_id AND session_id = :session_id
 """
@@ -30,24 +30,24 @@ MESSAGE_SQL = "SELECT sender, text FROM message WHERE id = :id"
 
 
 def check_fold_bookkeeping(engine: sa.Engine, flow_id: uuid.UUID, session_id: str) -> dict[str, Any]:
-    """One state row; its summary, written by a model that lists every message it folds, names each folded message
+    """One summary row; its summary, written by a model that lists every message it folds, names each folded message
     once; `absorbed_count` is their number and the cursor is the newest of them."""
     ids = {"flow_id": _id(engine, flow_id), "session_id": session_id}
     with engine.connect() as connection:
-        rows = connection.execute(sa.text(STATE_SQL), ids).mappings().all()
-        assert len(rows) == 1, f"expected one state row, found {len(rows)}"
-        state = dict(rows[0])
-        assert state["covered_until_message_id"] is not None, "nothing was folded"
-        cursor = connection.execute(sa.text(MESSAGE_SQL), {"id": _id(engine, state["covered_until_message_id"])}).one()
-    folded = folded_texts(state["summary"])
+        rows = connection.execute(sa.text(SUMMARY_SQL), ids).mappings().all()
+        assert len(rows) == 1, f"expected one summary row, found {len(rows)}"
+        row = dict(rows[0])
+        assert row["covered_until_message_id"] is not None, "nothing was folded"
+        cursor = connection.execute(sa.text(MESSAGE_SQL), {"id": _id(engine, row["covered_until_message_id"])}).one()
+    folded = folded_texts(row["summary"])
     # A reply is stored empty while its run is still streaming; a fold may read it then.
     texts = [text for text in folded if text.strip()]
     assert len(texts) == len(set(texts)), f"a message was folded twice: {folded}"
-    assert state["absorbed_count"] == len(folded), f"absorbed {state['absorbed_count']}, folded {folded}"
+    assert row["absorbed_count"] == len(folded), f"absorbed {row['absorbed_count']}, folded {folded}"
     assert cursor.text.strip() == folded[-1].strip() or (not folded[-1].strip() and cursor.sender != "User"), (
         f"the cursor is at {cursor.text!r}, the newest folded message is {folded[-1]!r}"
     )
-    return state
+    return row
 
 
 def _id(engine: sa.Engine, value: Any) -> Any:
@@ -56,8 +56,8 @@ def _id(engine: sa.Engine, value: Any) -> Any:
     return as_uuid.hex if engine.dialect.name == "sqlite" else as_uuid
 
 
-class StateWatch:
-    """Polls the state row in a thread while runs are in flight; `seen` keeps each (version, absorbed_count)."""
+class SummaryWatch:
+    """Polls the summary row in a thread while runs are in flight; `seen` keeps each (version, absorbed_count)."""
 
     def __init__(self, engine: sa.Engine, flow_id: uuid.UUID, session_id: str) -> None:
         self.engine = engine
@@ -66,7 +66,7 @@ class StateWatch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
-    def __enter__(self) -> StateWatch:
+    def __enter__(self) -> SummaryWatch:
         self._read()
         self._thread.start()
         return self
@@ -83,7 +83,7 @@ class StateWatch:
 
     def _read(self) -> None:
         with self.engine.connect() as connection:
-            row = connection.execute(sa.text(STATE_SQL), self.ids).first()
+            row = connection.execute(sa.text(SUMMARY_SQL), self.ids).first()
         if row is not None and (not self.seen or self.seen[-1] != (row.version, row.absorbed_count)):
             self.seen.append((row.version, row.absorbed_count))
 
@@ -94,4 +94,4 @@ class StateWatch:
         absorbed = [count for _, count in self.seen]
         assert absorbed == sorted(absorbed), f"a saved fold was undone: {self.seen}"
         assert self.seen[-1] == (final["version"], final["absorbed_count"])
-        assert len(self.seen) > 1, "no state was saved while the runs were in flight"
+        assert len(self.seen) > 1, "no summary was saved while the runs were in flight"

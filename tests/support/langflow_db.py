@@ -1,5 +1,5 @@
 """Langflow's services in this process, on a real database: what the `langflow_db` fixture yields, fresh scope ids,
-and reading a stored state the way a turn reads it."""
+and reading a stored summary the way a turn reads it."""
 
 from __future__ import annotations
 
@@ -45,30 +45,39 @@ class MemoryScope:
         values: dict[str, Any] = {"flow_id": self.flow_id, "user_id": self.user_id, "session_id": self.session_id}
         return Scope(**{**values, **overrides})
 
-    def store(self, *, before: Any = None, through: Any = None, **overrides: Any) -> Any:
-        """A `DatabaseStore` of this scope."""
-        from langflow_summarizing_agent.storage.database import DatabaseStore
+    def store(self, *, before: Any = None, through: Any = None, locks: Any = None, **overrides: Any) -> Any:
+        """A `DatabaseStore` of this scope, holding its fold lock in `locks` (the current runtime's by default)."""
+        return database_store(self.scope(**overrides), before=before, through=through, locks=locks)
 
-        return DatabaseStore(self.scope(**overrides), before=before, through=through)
+
+def database_store(scope: Scope, *, before: Any = None, through: Any = None, locks: Any = None) -> Any:
+    """A `DatabaseStore` of `scope` as a turn makes it: with the fold locks of the current runtime unless given."""
+    from langflow_summarizing_agent.storage.store import DatabaseStore
+    from langflow_summarizing_agent.wiring import runtime
+
+    held = runtime.current().fold_locks if locks is None else locks
+    return DatabaseStore(scope, locks=held, before=before, through=through)
 
 
 async def stored_summary(
     *, flow_id: Any, user_id: Any, session_id: str, context_id: str | None = None
 ) -> Summary | None:
     """A scope's summary as a turn loads it from Langflow's database; None when no row is stored."""
-    from langflow_summarizing_agent.storage.database import DatabaseStore
-
-    summary = await DatabaseStore(Scope(flow_id, user_id, session_id, context_id)).load()
+    summary = await database_store(Scope(flow_id, user_id, session_id, context_id)).load()
     return None if summary.row_id is None else summary
 
 
 async def restart_langflow_services() -> None:
-    """(Re)start Langflow's services from the current environment, as a Langflow worker does on startup."""
+    """(Re)start Langflow's services from the current environment, as a Langflow worker does on startup, and bring
+    the summary table to head, as a worker does before it first uses storage (`Runtime.ready`)."""
     from langflow.services.utils import initialize_services
+
+    from langflow_summarizing_agent.storage.migrate import current_database_url, upgrade
 
     # Services left by an earlier fixture or test would keep their old settings (and database).
     await stop_langflow_services()
     await initialize_services()
+    await upgrade(current_database_url())
 
 
 async def stop_langflow_services() -> None:

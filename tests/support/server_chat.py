@@ -190,8 +190,10 @@ def server_database(server: LangflowServer) -> Iterator[sa.Connection]:
         engine.dispose()
 
 
-def state_rows(server: LangflowServer, flow_id: str | uuid.UUID, session_id: str | None = None) -> list[dict[str, Any]]:
-    """State rows of a flow (and session) in the server's database, read directly."""
+def summary_rows(
+    server: LangflowServer, flow_id: str | uuid.UUID, session_id: str | None = None
+) -> list[dict[str, Any]]:
+    """Summary rows of a flow (and session) in the server's database, read directly."""
     stmt = sa.select(STATE).where(STATE.c.flow_id == uuid.UUID(str(flow_id))).order_by(STATE.c.session_id)
     if session_id is not None:
         stmt = stmt.where(STATE.c.session_id == session_id)

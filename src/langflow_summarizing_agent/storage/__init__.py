@@ -1,2 +1,3 @@
-"""Storage on Langflow's database: `database.DatabaseStore` (the engine's `SessionStore`), `database.StateRows` (the
-synchronous row layer the listeners use inside Langflow's flush), the table model and its migrations."""
+"""Storage on Langflow's database: `store.DatabaseStore` (the engine's `SessionStore`), `summaries.SummaryRows` (the
+statements on the summary table, which the listeners also run inside Langflow's flush), `messages` (keyset reads of
+Langflow's message table), the table model and its migrations."""

@@ -1,4 +1,7 @@
-"""Alembic migrations of this package's tables, applied on first use and by `langflow summarizing-agent migrate`.
+"""Alembic migrations of this package's tables: an explicit step, never a side effect of a read or write.
+
+`upgrade()` brings a database to head; `wiring.runtime.Runtime.ready()` runs it once per database before a turn or
+the HTTP API uses storage, and `langflow summarizing-agent migrate` runs it for operators.
 
 Our revisions keep their own version table (`VERSION_TABLE`) beside Langflow's `alembic_version` in the same
 database. Concurrent migrators (several Langflow workers starting at once) are serialised: on Postgres by a
@@ -11,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,9 +30,6 @@ VERSION_TABLE = "summarizing_agent_alembic_version"
 _PG_LOCK_KEY = int.from_bytes(hashlib.sha256(b"langflow_summarizing_agent.migrate").digest()[:8], "big", signed=True)
 _PG_LOCK_TIMEOUT = "180s"
 _SQLITE_BUSY_TIMEOUT_S = 60
-
-_migrated_urls: set[str] = set()
-_migrated_lock = threading.Lock()
 
 
 def script_location() -> Path:
@@ -66,21 +65,36 @@ def head() -> str:
     return revision
 
 
-def upgrade(url: str, revision: str = "head") -> str | None:
-    """Apply migrations up to `revision`; returns the database's revision afterwards."""
+def current_database_url() -> str:
+    """Langflow's current database, as a URL for a synchronous engine; raises when its services are not running."""
+    from lfx.utils.langflow_utils import has_langflow_db_backend
+
+    if not has_langflow_db_backend():
+        msg = "Langflow's database service is not running; migrate with `langflow summarizing-agent migrate`."
+        raise RuntimeError(msg)
+    from langflow.services.deps import get_db_service
+
+    return sync_database_url(get_db_service().database_url)
+
+
+async def upgrade(url: str) -> None:
+    """Bring the database's summary table to head; a database at head is left as it is.
+
+    Blocking work runs in a thread. Raises when the migration fails.
+    """
+    await asyncio.to_thread(_upgrade, url)
+
+
+def _upgrade(url: str) -> None:
     with _migration_connection(url) as connection:
-        command.upgrade(_alembic_config(connection), revision)
-        return _current_revision(connection)
+        command.upgrade(_alembic_config(connection), "head")
 
 
 def downgrade(url: str, revision: str) -> str | None:
     """Revert migrations down to `revision` (`"base"` removes our tables); returns the revision afterwards."""
     with _migration_connection(url) as connection:
         command.downgrade(_alembic_config(connection), revision)
-        current_revision = _current_revision(connection)
-    with _migrated_lock:
-        _migrated_urls.discard(sync_database_url(url))
-    return current_revision
+        return _current_revision(connection)
 
 
 def current(url: str) -> str | None:
@@ -91,33 +105,6 @@ def current(url: str) -> str | None:
             return _current_revision(connection)
     finally:
         engine.dispose()
-
-
-async def ensure_migrated() -> None:
-    """Bring Langflow's database to head once per process and database URL.
-
-    Cheap after the first call. Blocking work runs in a thread. Raises when the migration fails, and tries
-    again on the next call.
-    """
-    from lfx.utils.langflow_utils import has_langflow_db_backend
-
-    if not has_langflow_db_backend():
-        msg = "Langflow's database service is not running; migrate with `langflow summarizing-agent migrate`."
-        raise RuntimeError(msg)
-    from langflow.services.deps import get_db_service
-
-    url = sync_database_url(get_db_service().database_url)
-    if url in _migrated_urls:
-        return
-    await asyncio.to_thread(_ensure_migrated_sync, url)
-
-
-def _ensure_migrated_sync(url: str) -> None:
-    with _migrated_lock:
-        if url in _migrated_urls:
-            return
-        upgrade(url)
-        _migrated_urls.add(url)
 
 
 def _alembic_config(connection: Connection | None = None) -> Config:

@@ -26,8 +26,9 @@ from fastapi import APIRouter, HTTPException, Query, status
 from langflow.api.utils import CurrentActiveUser, DbSession
 from pydantic import BaseModel, Field
 
-from langflow_summarizing_agent.storage.database import SessionSummary, in_session, reset_session, session_summaries
-from langflow_summarizing_agent.storage.migrate import ensure_migrated
+from langflow_summarizing_agent.engine.records import NO_CONTEXT
+from langflow_summarizing_agent.storage.store import reset_session, session_summaries
+from langflow_summarizing_agent.storage.summaries import SessionSummary
 from langflow_summarizing_agent.wiring import runtime
 
 __all__ = ["MAX_ID_LENGTH", "ROUTE_PREFIX", "router"]
@@ -123,8 +124,19 @@ async def _folds_ended(flow_id: UUID, session_id: str, context_id: str | None) -
     """Wait for the session's folds running in this worker: a read or reset right after a turn sees what the fold
     after its reply saved."""
     await runtime.current().timing.wait_for(
-        lambda key: in_session(key, flow_id=flow_id, session_id=session_id, context_id=context_id)
+        lambda key: _in_session(key, flow_id=flow_id, session_id=session_id, context_id=context_id)
     )
+
+
+def _in_session(key: tuple[str, ...], *, flow_id: UUID, session_id: str, context_id: str | None) -> bool:
+    """True when a `Scope.key` belongs to the session (and context, when given)."""
+    flow, _, session, context = key
+    if session != session_id or (context_id is not None and context != (context_id or NO_CONTEXT)):
+        return False
+    try:
+        return UUID(flow) == flow_id
+    except ValueError:
+        return False
 
 
 def _valid_request(flow_id: str | None, session_id: str, context_id: str | None) -> UUID:
@@ -182,7 +194,7 @@ async def _ensure_flow_or_404(session: Any, flow_id: UUID, user: Any, *, write: 
 
 async def _ensure_storage() -> None:
     try:
-        await ensure_migrated()
+        await runtime.current().ready()
     except Exception as exc:
         raise HTTPException(
             status_code=status.HTTP_503_SERVICE_UNAVAILABLE,

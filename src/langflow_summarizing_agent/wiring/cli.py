@@ -1,16 +1,19 @@
 """`langflow summarizing-agent migrate`: apply this package's migrations and report the revision.
 
-Registered through Langflow's `langflow.cli_commands` entry point. Migrations also run on first use; the command
-is for operators who migrate before starting workers, or check where a database stands.
+Registered through Langflow's `langflow.cli_commands` entry point. A worker also migrates its database before it
+first uses storage (`runtime.Runtime.ready`); the command is for operators who migrate before starting workers, or
+check where a database stands.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 import typer
 from sqlalchemy import create_engine, make_url, pool
 
 from langflow_summarizing_agent.storage import migrate
-from langflow_summarizing_agent.storage.database import StateRows
+from langflow_summarizing_agent.storage.summaries import SummaryRows
 
 COMMAND_GROUP = "summarizing-agent"
 
@@ -35,7 +38,8 @@ def migrate_command(
     shown = make_url(url).render_as_string(hide_password=True)
     try:
         before = migrate.current(url)
-        after = migrate.upgrade(url)
+        asyncio.run(migrate.upgrade(url))
+        after = migrate.current(url)
         stored = _stored_summaries(url)
     except Exception as exc:
         typer.echo(f"Migrating {shown} failed: {exc}", err=True)
@@ -50,7 +54,7 @@ def _stored_summaries(url: str) -> int:
     engine = create_engine(url, poolclass=pool.NullPool)
     try:
         with engine.connect() as connection:
-            return StateRows(connection).count()
+            return SummaryRows(connection).count()
     finally:
         engine.dispose()
 

@@ -14,7 +14,10 @@ Langflow has no "messages deleted" event, so this module listens on `sqlalchemy.
   moved into a session without messages of its own. A partial move or a merge deletes the summary rows of both
   sessions instead: they are rebuilt from the stored messages on the next turn.
 
-Message rows are never changed here, and summary rows only through `storage.database.StateRows`. The listeners read
+A deleted summary takes with it what this process keeps of its scope (`runtime.Runtime.forget`: the usage scale,
+the back-off of a failed save).
+
+Message rows are never changed here, and summary rows only through `storage.summaries.SummaryRows`. The listeners read
 what a statement will touch before it runs, on the same connection, and write after it ran, in the same
 transaction, so a rolled-back delete keeps its summaries. If this module's part fails, the error is logged and
 Langflow's statement goes on: on Postgres our statements run in a savepoint; on SQLite a failed statement leaves
@@ -38,7 +41,8 @@ from sqlalchemy import Connection, Table, and_, case, event, func, select
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction, attributes
 from sqlalchemy.sql.elements import BindParameter, ColumnElement
 
-from langflow_summarizing_agent.storage.database import Rename, StateRows
+from langflow_summarizing_agent.storage.summaries import Rename, ScopeKey, SummaryRows
+from langflow_summarizing_agent.wiring import runtime
 
 __all__ = ["install_listeners", "listeners_installed"]
 
@@ -47,8 +51,6 @@ logger = logging.getLogger(__name__)
 _PLAN_KEY = "langflow_summarizing_agent.lifecycle"
 
 _T = TypeVar("_T")
-_Scope = tuple[UUID, UUID, str]
-"""(flow_id, user_id, session_id) of messages and of summary rows."""
 
 
 def install_listeners() -> None:
@@ -87,14 +89,16 @@ def _delete_messages(orm_state: ORMExecuteState) -> Any:
     connection = orm_state.session.connection()
     where = _where(orm_state)
     plan = _guarded(
-        connection, "read the summaries of deleted messages", lambda: StateRows(connection).plan_message_delete(where)
+        connection, "read the summaries of deleted messages", lambda: SummaryRows(connection).plan_message_delete(where)
     )
     result = orm_state.invoke_statement()
     if plan:
-        _guarded(
-            connection,
-            "delete the summaries of deleted messages",
-            lambda: StateRows(connection).apply_message_delete(plan),
+        _forget(
+            _guarded(
+                connection,
+                "delete the summaries of deleted messages",
+                lambda: SummaryRows(connection).apply_message_delete(plan),
+            )
         )
     return result
 
@@ -105,15 +109,19 @@ def _delete_flows(orm_state: ORMExecuteState) -> Any:
     where = _where(orm_state)
 
     def deleted_flow_ids() -> list[UUID]:
-        if not StateRows(connection).exists():
+        if not SummaryRows(connection).exists():
             return []
         return list(connection.execute(_where_applied(select(flows.c.id), where)).scalars())
 
     flow_ids = _guarded(connection, "read deleted flows", deleted_flow_ids) or []
     result = orm_state.invoke_statement()
     if flow_ids:
-        _guarded(
-            connection, "delete the summaries of deleted flows", lambda: StateRows(connection).purge_flows(flow_ids)
+        _forget(
+            _guarded(
+                connection,
+                "delete the summaries of deleted flows",
+                lambda: SummaryRows(connection).purge_flows(flow_ids),
+            )
         )
     return result
 
@@ -129,7 +137,7 @@ def _rename_messages(orm_state: ORMExecuteState, new_session_id: str | None) -> 
     result = orm_state.invoke_statement()
     if renames:
         _guarded(
-            connection, "move the summaries of renamed sessions", lambda: StateRows(connection).apply_renames(renames)
+            connection, "move the summaries of renamed sessions", lambda: SummaryRows(connection).apply_renames(renames)
         )
     return result
 
@@ -147,7 +155,7 @@ def _before_flush(session: Session, flush_context: UOWTransaction, _instances: A
         plans["delete"] = _guarded(
             connection,
             "read the summaries of deleted messages",
-            lambda: StateRows(connection).plan_message_delete(_message_table().c.id.in_(ids)),
+            lambda: SummaryRows(connection).plan_message_delete(_message_table().c.id.in_(ids)),
         )
     if moved:
         plans["renames"] = _guarded(
@@ -163,16 +171,24 @@ def _after_flush(session: Session, flush_context: UOWTransaction) -> None:
     connection = session.connection()
     delete_plan = plans.get("delete")
     if delete_plan:
-        _guarded(
-            connection,
-            "delete the summaries of deleted messages",
-            lambda: StateRows(connection).apply_message_delete(delete_plan),
+        _forget(
+            _guarded(
+                connection,
+                "delete the summaries of deleted messages",
+                lambda: SummaryRows(connection).apply_message_delete(delete_plan),
+            )
         )
     renames = plans.get("renames")
     if renames:
         _guarded(
-            connection, "move the summaries of renamed sessions", lambda: StateRows(connection).apply_renames(renames)
+            connection, "move the summaries of renamed sessions", lambda: SummaryRows(connection).apply_renames(renames)
         )
+
+
+def _forget(deleted: Sequence[ScopeKey] | None) -> None:
+    """Drop what this process keeps of the scopes whose summary was deleted."""
+    for key in deleted or ():
+        runtime.current().forget(key)
 
 
 _LISTENERS: tuple[tuple[str, Callable[..., Any]], ...] = (
@@ -184,13 +200,13 @@ _LISTENERS: tuple[tuple[str, Callable[..., Any]], ...] = (
 
 def _plan_object_renames(connection: Connection, moved: Sequence[Any]) -> list[Rename]:
     """Renames of flushed `MessageTable` objects, grouped by (flow, owner, old session, new session)."""
-    if not StateRows(connection).exists():
+    if not SummaryRows(connection).exists():
         return []
     groups: dict[tuple[UUID, UUID, str, str], list[UUID]] = defaultdict(list)
     for obj in moved:
         old_session_id = _old_session_id(connection, obj)
         if obj.flow_id is None or obj.user_id is None or old_session_id is None:
-            continue  # No state row can belong to a message without flow or owner.
+            continue  # No summary row can belong to a message without flow or owner.
         groups[(obj.flow_id, obj.user_id, old_session_id, obj.session_id)].append(obj.id)
     messages = _message_table()
     renames = []
@@ -203,7 +219,7 @@ def _plan_object_renames(connection: Connection, moved: Sequence[Any]) -> list[R
 def _plan_bulk_rename(
     connection: Connection, where: ColumnElement[bool] | None, new_session_id: str | None
 ) -> list[Rename]:
-    if not StateRows(connection).exists():
+    if not SummaryRows(connection).exists():
         return []
     messages = _message_table()
     scopes = connection.execute(

@@ -1,7 +1,7 @@
-"""Session-wide row operations, as production runs them: `StateRows` on a connection (the listeners' purges and
+"""Session-wide row operations, as production runs them: `SummaryRows` on a connection (the listeners' purges and
 moves), and `session_summaries()` / `reset_session()` (the HTTP API's session-wide read and reset).
 
-On SQLite and Postgres: these ran on the in-memory fake too while the fake had a `StateStore`; the fake now has
+On SQLite and Postgres: these ran on the in-memory fake too while the fake had a store of summary rows; the fake now has
 only the `SessionStore` protocol, whose rules are in `test_store_contract.py`.
 """
 
@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 import pytest
 
 from langflow_summarizing_agent.engine.records import Cursor, Summary
-from langflow_summarizing_agent.storage.database import Rename, StateRows, reset_session, session_summaries
+from langflow_summarizing_agent.storage.store import reset_session, session_summaries
+from langflow_summarizing_agent.storage.summaries import Rename, SummaryRows
 from tests.support.langflow_db import MemoryScope
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
@@ -27,15 +28,12 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-async def on_rows(action: Callable[[StateRows], _T]) -> _T:
-    """`action(StateRows)` on a connection in a transaction of its own, as the listeners run it in Langflow's."""
+async def on_rows(action: Callable[[SummaryRows], _T]) -> _T:
+    """`action(SummaryRows)` on a connection in a transaction of its own, as the listeners run it in Langflow's."""
     from langflow.services.deps import session_scope
 
-    from langflow_summarizing_agent.storage.migrate import ensure_migrated
-
-    await ensure_migrated()
     async with session_scope() as session:
-        return await session.run_sync(lambda sync: action(StateRows(sync.connection())))
+        return await session.run_sync(lambda sync: action(SummaryRows(sync.connection())))
 
 
 async def purge(flow_id: uuid.UUID, session_ids: list[str], *, user_id: uuid.UUID | None = None) -> int:
@@ -43,14 +41,17 @@ async def purge(flow_id: uuid.UUID, session_ids: list[str], *, user_id: uuid.UUI
 
 
 async def purge_messages(message_ids: list[str]) -> int:
-    """The rows a delete of `message_ids` takes with it, purged before the delete (`deleted_ids`)."""
+    """The rows a delete of `message_ids` takes with it, as the listeners run it: planned before the delete, applied
+    after it, in its transaction."""
     from langflow.services.database.models.message.model import MessageTable
 
     ids = [uuid.UUID(i) for i in message_ids]
+    messages = MessageTable.__table__
 
-    def purge_for(rows: StateRows) -> int:
-        plan = rows.plan_message_delete(MessageTable.__table__.c.id.in_(ids))
-        return rows.apply_message_delete(plan, deleted_ids=ids)
+    def purge_for(rows: SummaryRows) -> int:
+        plan = rows.plan_message_delete(messages.c.id.in_(ids))
+        rows.connection.execute(messages.delete().where(messages.c.id.in_(ids)))
+        return len(rows.apply_message_delete(plan))
 
     return await on_rows(purge_for)
 
@@ -114,7 +115,7 @@ async def test_a_purge_of_one_owner_never_widens_to_every_owner(memory_scope: Me
 # Every session: read, reset, purge, rename, count
 
 
-async def test_states_lists_every_owner_and_context_of_a_session(memory_scope: MemoryScope, insert_messages) -> None:
+async def test_summaries_lists_every_owner_and_context_of_a_session(memory_scope: MemoryScope, insert_messages) -> None:
     other_owner = dataclasses.replace(memory_scope, user_id=uuid.uuid4())
     await saved(insert_messages, memory_scope, "mine")
     await saved(insert_messages, memory_scope, "in ctx", context_id="ctx")
@@ -169,7 +170,7 @@ async def test_purge_by_flow_covers_every_owner(memory_scope: MemoryScope, inser
     await saved(insert_messages, other_owner)
     await saved(insert_messages, other_flow)
 
-    assert await on_rows(lambda rows: rows.purge_flows([memory_scope.flow_id])) == 3
+    assert len(await on_rows(lambda rows: rows.purge_flows([memory_scope.flow_id]))) == 3
     assert await other_owner.store().load() == Summary()
     assert (await other_flow.store().load()).version == 1
     assert await purge(memory_scope.flow_id, [memory_scope.session_id]) == 0
@@ -188,7 +189,7 @@ async def test_purge_by_message_ids_drops_only_summaries_that_folded_one(
     assert await store.load() == Summary()
 
 
-async def test_purge_by_message_ids_drops_a_state_whose_session_loses_every_message(
+async def test_purge_by_message_ids_drops_a_summary_whose_session_loses_every_message(
     memory_scope: MemoryScope, insert_messages
 ) -> None:
     ids = await add(insert_messages, memory_scope, [(at(0), "hello"), (at(1), "hi")])
