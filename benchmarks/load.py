@@ -71,7 +71,7 @@ from langflow_summarizing_agent.engine.settings import (
     DEFAULT_MAX_FOLDS_PER_TURN,
     DEFAULT_SUMMARY_WORDS,
 )
-from langflow_summarizing_agent.wiring.background import DEFAULT_MAX_RUNNING, MAX_RUNNING_ENV
+from langflow_summarizing_agent.wiring.timing import DEFAULT_MAX_RUNNING, MAX_RUNNING_ENV
 from tests.support.server_fixtures import (
     LangflowServer,
     _langflow_executable,

@@ -1,2 +1,3 @@
-"""Where Langflow calls in: the component's turn (`agent_turn`), the summary model, folds after the reply
-(`background`), the HTTP API, the delete and rename listeners (`lifecycle`), the plugin entry point and the CLI."""
+"""Langflow wiring: the turn runner both components enter through (`runner`), their parts (`agent_turn`,
+`history_turn`), the runtime and its fold timing (`runtime`, `timing`), the HTTP API, the delete and rename listeners
+(`lifecycle`), the plugin entry point and the CLI."""
