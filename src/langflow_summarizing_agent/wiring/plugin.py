@@ -23,15 +23,22 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Protocol
 
-from langflow_summarizing_agent.wiring import api, background, lifecycle
+from fastapi import APIRouter
+
+from langflow_summarizing_agent.wiring import api, background, langflow_private, lifecycle
 
 __all__ = ["install_routes_and_listeners"]
 
 
-def install_routes_and_listeners(app: Any) -> None:
+class RouteTarget(Protocol):
+    """What Langflow hands a plugin: the app, or a wrapper of it that only adds routes."""
+
+    def include_router(self, router: APIRouter) -> None: ...
+
+
+def install_routes_and_listeners(app: RouteTarget) -> None:
     """Add the summary routes to `app` (Langflow hands plugins a wrapper that only adds routes), install the
     message listeners and turn on folds after the reply (idempotent)."""
     app.include_router(api.router)
@@ -47,14 +54,10 @@ def _follow_the_servers_log_level() -> None:
         logging.getLogger(__name__.split(".", 1)[0]).setLevel(level)
 
 
-def _add_shutdown_hook(hook: Callable[[], Awaitable[None]]) -> None:
+def _add_shutdown_hook(hook: langflow_private.ShutdownHook) -> None:
     """Run `hook` first when Langflow's lifespan ends, through the registry Langflow keeps for plugins' lifespan
     hooks. Without that registry the folds are cancelled with the event loop, which also leaves states as they were.
     """
-    try:
-        from langflow.main import _enterprise_lifespan_hooks
-    except ImportError:
-        return
-    hooks = _enterprise_lifespan_hooks.get("shutdown")
+    hooks = langflow_private.lifespan_shutdown_hooks()
     if hooks is not None and hook not in hooks:
         hooks.append(hook)
