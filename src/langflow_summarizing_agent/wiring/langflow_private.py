@@ -28,12 +28,14 @@ COMPONENT = "lfx.custom.custom_component.component"
 
 
 class Private(NamedTuple):
-    """A private Langflow name: `attribute` is a dotted path from `module`; the last part may be an attribute that
-    instances of the class get (set or read by the class's own code). `user` is what in this package needs it."""
+    """A private Langflow name: `attribute` is a dotted path from `module`. `user` is what in this package needs it.
+    An `instance` attribute exists only on instances: the class's own code (its bases' included) must set or read it.
+    """
 
     module: str
     attribute: str
     user: str
+    instance: bool = False
 
 
 REQUIRED: tuple[Private, ...] = (
@@ -42,9 +44,9 @@ REQUIRED: tuple[Private, ...] = (
     Private("lfx.components.models_and_agents.memory", "_safe_graph_user_id", "langflow_private.graph_user_id"),
     Private(AGENT, "AgentComponent._resolve_selected_model", "langflow_private.resolve_selected_model"),
     Private(AGENT, "AgentComponent._get_max_tokens_value", "langflow_private.max_tokens_value"),
-    Private(AGENT, "AgentComponent._model_overrides", "langflow_private.model_overrides"),
-    Private(COMPONENT, "Component._parameters", "langflow_private.built_parameters"),
-    Private(COMPONENT, "Component._vertex", "langflow_private.vertex_of"),
+    Private(AGENT, "AgentComponent._model_overrides", "langflow_private.model_overrides", instance=True),
+    Private(COMPONENT, "Component._parameters", "langflow_private.built_parameters", instance=True),
+    Private(COMPONENT, "Component._vertex", "langflow_private.vertex_of", instance=True),
 )
 OVERRIDDEN: tuple[Private, ...] = (
     Private(AGENT, "AgentComponent._get_shared_callbacks", "SummarizingAgentComponent._get_shared_callbacks"),
@@ -125,10 +127,9 @@ def _exists(symbol: Private) -> bool:
         owner = getattr(owner, part, None)
         if owner is None:
             return False
-    if hasattr(owner, name):
-        return True
-    # An instance attribute: the class's own code (its bases' included) must still set or read it.
-    return isinstance(owner, type) and any(name in _names_in(code) for code in _code_of(owner))
+    if symbol.instance:
+        return isinstance(owner, type) and any(name in _names_in(code) for code in _code_of(owner))
+    return hasattr(owner, name)
 
 
 def _code_of(cls: type) -> Iterator[types.CodeType]:
