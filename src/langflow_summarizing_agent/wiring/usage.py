@@ -24,6 +24,7 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
 
 from langflow_summarizing_agent.engine.tokens import TokenCounter
 
@@ -111,7 +112,7 @@ class UsageObserver(BaseCallbackHandler):
         self._pending[run_id] = call
         self.last_call = call
 
-    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         call = self._pending.pop(run_id, None)
         usage = _usage_of(response)
         if call is None or usage is None:
@@ -125,10 +126,12 @@ class UsageObserver(BaseCallbackHandler):
         self._pending.pop(run_id, None)
 
 
-def _usage_of(response: Any) -> dict[str, Any] | None:
+def _usage_of(response: LLMResult) -> dict[str, Any] | None:
     try:
-        message = response.generations[0][0].message
-    except (AttributeError, IndexError, TypeError):
+        generation = response.generations[0][0]
+    except IndexError:
         return None
+    # A chat model's generation carries the message, and the message the usage; a plain LLM's has neither.
+    message = generation.message if isinstance(generation, ChatGeneration) else None
     usage = getattr(message, "usage_metadata", None)
     return dict(usage) if usage else None
