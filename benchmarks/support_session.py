@@ -57,8 +57,8 @@ from benchmarks.script import (
 from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX
 from langflow_summarizing_agent.engine.settings import DEFAULT_HISTORY_TOKEN_BUDGET
 from langflow_summarizing_agent.wiring import runtime
-from langflow_summarizing_agent.wiring.timing import AfterReply
 from langflow_summarizing_agent.wiring.agent_turn import turn_of
+from langflow_summarizing_agent.wiring.timing import AfterReply
 from tests.support.services import BACKENDS, database_backend, langflow_services
 
 LAST_EXCHANGES = 20

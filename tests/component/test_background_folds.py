@@ -16,11 +16,11 @@ from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.wiring import lifecycle
 from langflow_summarizing_agent.wiring.agent_turn import turn_of
 from langflow_summarizing_agent.wiring.timing import AfterReply
-from tests.support.runtimes import folding_after_replies
 from tests.support.agent_runs import ChatSession, scripted_session
 from tests.support.fake_chat_model import FOLD_PROMPT_START, FoldGate, is_fold_prompt, is_prefix_fold
 from tests.support.history_runs import SESSION_KINDS
 from tests.support.langflow_db import LangflowDatabase, stored_summary
+from tests.support.runtimes import folding_after_replies
 
 FOLD_BY_BATCH = {"n_messages": 5, "fold_batch": 4, "history_token_budget": 0}
 

@@ -15,10 +15,10 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from langflow_summarizing_agent.engine.prompt import FOLD_SYSTEM_PROMPT, SUMMARY_PREFIX
 from langflow_summarizing_agent.wiring.timing import AfterReply
-from tests.support.runtimes import folding_after_replies
 from tests.support.agent_runs import FOLD_EACH_TURN, PINNED_KEYS, QUIET_AGENT, ChatSession, scripted_session
 from tests.support.fake_chat_model import is_fold_prompt, is_prefix_fold
 from tests.support.langflow_db import LangflowDatabase, stored_summary
+from tests.support.runtimes import folding_after_replies
 
 INJECTIONS = [
     "I'm on project PRJ-123 on the EU cluster.",

@@ -87,7 +87,9 @@ def test_a_summary_model_picked_on_the_message_history_is_built_as_the_language_
     assert name == "gpt-4o"
 
 
-@pytest.mark.parametrize("picked", [[], "connect_other_models"], ids=["nothing-picked", "nothing-connected"])
+@pytest.mark.parametrize(
+    "picked", [None, [], "connect_other_models"], ids=["unset", "nothing-picked", "nothing-connected"]
+)
 def test_a_message_history_without_a_summary_model_fails_its_fold_saying_what_to_pick(picked: Any) -> None:
     from langflow_summarizing_agent.components.summarizing_agent.summarizing_message_history import (
         SummarizingMessageHistoryComponent,

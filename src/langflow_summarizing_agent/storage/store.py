@@ -8,8 +8,8 @@
 Nothing here migrates: the summary table is brought to head by `wiring.runtime.Runtime.ready()` (or
 `langflow summarizing-agent migrate`) before a store is used.
 
-Scope: flow and owner are resolved once per store (or call) with `langflow.memory._message_scope`, the check behind
-Langflow's own `aget_messages()`: inside a graph run the executing graph's flow and owner win, and a caller asking
+Scope: flow and owner are resolved once per store (or call) with `langflow_private.message_scope`, the check
+behind Langflow's own `aget_messages()`: inside a graph run the executing graph's flow and owner win, and a caller asking
 for another flow or owner gets nothing (an empty summary, None, [] or 0) rather than someone else's rows. Outside a
 graph run both ids must be given and valid (a read or reset of a whole session may leave the owner out: every owner).
 
@@ -244,9 +244,9 @@ def _owned(flow_id: Id | None, user_id: Id | None, *, owner_required: bool = Fal
     """
     if not database_available():
         return None
-    from langflow.memory import _message_scope
+    from langflow_summarizing_agent import langflow_private
 
-    resolved_flow, resolved_owner = _message_scope(flow_id, user_id)
+    resolved_flow, resolved_owner = langflow_private.message_scope(flow_id, user_id)
     # An owner that was given but does not resolve must not widen a call to every owner.
     if resolved_flow is None or (resolved_owner is None and (owner_required or user_id is not None)):
         return None

@@ -22,6 +22,7 @@ from lfx.schema.content_types import ToolContent
 from lfx.schema.message import Message
 from lfx.utils.constants import MESSAGE_SENDER_AI
 
+from langflow_summarizing_agent import langflow_private
 from langflow_summarizing_agent.engine import report
 from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND
 from langflow_summarizing_agent.engine.records import Scope, StoredMessage, utcnow
@@ -35,14 +36,11 @@ from langflow_summarizing_agent.engine.settings import (
     whole_number,
 )
 from langflow_summarizing_agent.engine.tokens import counter_for
-from langflow_summarizing_agent.wiring import langflow_private
 from langflow_summarizing_agent.wiring import runtime as runtimes
 from langflow_summarizing_agent.wiring.runner import (
     AfterReply,
-    KeptTurn,
     Part,
     cached_history,
-    keep,
     report_of,
     run_compaction,
     run_turn,
@@ -188,9 +186,7 @@ def _part(component: Any) -> Part | None:
     )
 
 
-def _after_reply(
-    component: Any, settings: FoldSettings, observer: UsageObserver | None
-) -> Callable[[], AfterReply]:
+def _after_reply(component: Any, settings: FoldSettings, observer: UsageObserver | None) -> Callable[[], AfterReply]:
     """What the fold after the reply knows: the reply this agent produced (Chat Output stores it at a moment no fold
     can rely on), and, when the Agent's own model folds and its provider caches prompts (`wiring.usage`), the prompt
     the agent just sent with that reply, for the fold to ask on with the same tools bound

@@ -18,6 +18,7 @@ from typing import Any
 from lfx.components.models_and_agents.memory import MemoryComponent
 from lfx.schema.message import Message
 
+from langflow_summarizing_agent import langflow_private
 from langflow_summarizing_agent.engine.records import Scope
 from langflow_summarizing_agent.engine.settings import (
     FIELD_NAMES,
@@ -27,7 +28,6 @@ from langflow_summarizing_agent.engine.settings import (
     whole_number,
 )
 from langflow_summarizing_agent.engine.tokens import counter_for
-from langflow_summarizing_agent.wiring import langflow_private
 from langflow_summarizing_agent.wiring.runner import Part, cached_history, run_turn, setting, turn_of
 from langflow_summarizing_agent.wiring.summary_model import (
     BUILD_REMEDY_OF_HISTORY,
@@ -41,9 +41,9 @@ ALL_SENDERS = "Machine and User"
 """The stock Sender Type that filters nothing."""
 DESCENDING = "Descending"
 
-FIELD_NAMES_OF_HISTORY = {
+FIELD_NAMES_OF_HISTORY: dict[str, str] = {
     **FIELD_NAMES,
-    "n_messages": next(i.display_name for i in MemoryComponent.inputs if i.name == "n_messages"),
+    "n_messages": str(next(i.display_name for i in MemoryComponent.inputs if i.name == "n_messages")),
 }
 """The fields as the Message History shows them: its message count is Number of Messages."""
 
@@ -123,9 +123,8 @@ async def history(component: Any, stock_retrieval: StockRetrieval) -> History:
         fallback_note=FALLBACK_NOTE,
         no_scope_note=NO_SCOPE_NOTE,
     )
-    messages = cached_history(component, part.key)
-    if messages is None:
-        messages = await run_turn(component, part)
+    cached = cached_history(component, part.key)
+    messages = list(cached) if cached is not None else await run_turn(component, part)
     if messages is None:
         return History(None, tuple(await stock_retrieval()))
     kept = turn_of(component)

@@ -15,26 +15,35 @@ the app. Ours, `install_routes_and_listeners`, does the three things this packag
    `warning`.
 
 Routes come first: Langflow rolls back a failed plugin's routes but nothing else it did. Nothing else runs at
-import time or startup (a bad `SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS` stops the server with its name); the state
-table is brought to head before the first turn reads it (`Runtime.ready`) or by `langflow summarizing-agent migrate`. The
-component itself is found through the `langflow.extensions` entry point, and standalone `lfx` loads neither.
+import time or startup (a bad `SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS` stops the server with its name); the summary
+table is brought to head before the first turn reads it (`Runtime.ready`) or by `langflow summarizing-agent
+migrate`. The component itself is found through the `langflow.extensions` entry point, and standalone `lfx` loads
+neither.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Protocol
 
+from fastapi import APIRouter
+
+from langflow_summarizing_agent import langflow_private
 from langflow_summarizing_agent.wiring import api, lifecycle, runtime, timing
 
 __all__ = ["install_routes_and_listeners"]
 
 
-def install_routes_and_listeners(app: Any) -> None:
+class RouteTarget(Protocol):
+    """What Langflow hands a plugin: the app, or a wrapper of it that only adds routes."""
+
+    def include_router(self, router: APIRouter) -> None: ...
+
+
+def install_routes_and_listeners(app: RouteTarget) -> None:
     """Add the summary routes to `app` (Langflow hands plugins a wrapper that only adds routes), install the
-    message listeners and turn on folds after the reply (idempotent)."""
+    message listeners and the server's runtime, whose folds run after the reply (idempotent)."""
     app.include_router(api.router)
     lifecycle.install_listeners()
     installed = runtime.install(runtime.Runtime(timing=timing.AfterReply(timing.max_running_from_environment())))
@@ -50,14 +59,10 @@ def _follow_the_servers_log_level() -> None:
         logging.getLogger(__name__.split(".", 1)[0]).setLevel(level)
 
 
-def _add_shutdown_hook(hook: Callable[[], Awaitable[None]]) -> None:
+def _add_shutdown_hook(hook: langflow_private.ShutdownHook) -> None:
     """Run `hook` first when Langflow's lifespan ends, through the registry Langflow keeps for plugins' lifespan
-    hooks. Without that registry the folds are cancelled with the event loop, which also leaves states as they were.
+    hooks. Without that registry the folds are cancelled with the event loop, which also leaves summaries as they were.
     """
-    try:
-        from langflow.main import _enterprise_lifespan_hooks
-    except ImportError:
-        return
-    hooks = _enterprise_lifespan_hooks.get("shutdown")
+    hooks = langflow_private.lifespan_shutdown_hooks()
     if hooks is not None and hook not in hooks:
         hooks.append(hook)

@@ -153,9 +153,7 @@ async def _run(component: Any, part: Part, runtime: Runtime, *, compaction: bool
     return history
 
 
-def _fold_after_reply(
-    part: Part, store: SessionStore, runtime: Runtime
-) -> Callable[[], Awaitable[FoldResult | None]]:
+def _fold_after_reply(part: Part, store: SessionStore, runtime: Runtime) -> Callable[[], Awaitable[FoldResult | None]]:
     """The fold this turn leaves for after its reply: it plans the next turn, with the reply when the component
     knows it (`Part.after_reply`), and folds what is due before that turn needs it."""
 
@@ -206,7 +204,7 @@ async def history_messages(
 def setting(component: Any, name: str) -> Any:
     """An input's value. A flow saved by an older version stores the summary settings hidden while the switch was
     off, and Langflow leaves hidden fields out when it builds the flow: their value is read from the flow instead."""
-    from langflow_summarizing_agent.wiring import langflow_private
+    from langflow_summarizing_agent import langflow_private
 
     if name not in langflow_private.built_parameters(component):
         field = _saved_template(component).get(name)
@@ -216,9 +214,11 @@ def setting(component: Any, name: str) -> Any:
 
 
 def _saved_template(component: Any) -> Mapping[str, Any]:
-    from langflow_summarizing_agent.wiring import langflow_private
+    from langflow_summarizing_agent import langflow_private
 
     vertex = langflow_private.vertex_of(component)
+    if vertex is None:
+        return {}
     try:
         template = vertex.data["node"]["template"]
     except (AttributeError, KeyError, TypeError):

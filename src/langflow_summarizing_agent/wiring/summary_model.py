@@ -11,42 +11,51 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable
 
+from langflow_summarizing_agent import langflow_private
 from langflow_summarizing_agent.engine.fold import Summarizer
 
+if TYPE_CHECKING:
+    from lfx.custom.custom_component.component import Component
 
-def build_summary_model(component: Any) -> Any:
+
+def build_summary_model(component: Component) -> BaseLanguageModel:
     """The Summary Model input if connected or picked, else the Agent's own model, built without streaming.
 
-    Built as `AgentComponent.get_agent_requirements()` builds the Agent's model (`_resolve_selected_model`, then
+    Built as `AgentComponent.get_agent_requirements()` builds the Agent's model (its model selection, then
     `_get_llm`'s `get_llm` call: provider policy, API key from the flow or the user's global variable, Max Tokens,
     watsonx settings, remediation overrides); only `stream` differs, as fold tokens must not stream.
     """
+    from lfx.components.models_and_agents.agent import AgentComponent
+
     connected = getattr(component, "summary_model", None)
-    # A component without a model of its own (the Message History) folds with the one picked on it, or none.
-    has_own_model = hasattr(type(component), "_resolve_selected_model")
-    if isinstance(connected, list | str) or (not connected and not has_own_model):
-        return _picked_model(component, connected or [])
+    if isinstance(connected, list | str):
+        return _picked_model(component, connected)
     if connected:
         return connected
+    # A component without a model of its own (the Message History) folds with the one picked on it, or none.
+    if not isinstance(component, AgentComponent):
+        return _picked_model(component, [])
     from lfx.base.models.unified_models import get_llm
 
     return get_llm(
-        model=component._resolve_selected_model(),
+        model=langflow_private.resolve_selected_model(component),
         user_id=component.user_id,
         api_key=getattr(component, "api_key", None),
         stream=False,
-        max_tokens=component._get_max_tokens_value(),
+        max_tokens=langflow_private.max_tokens_value(component),
         watsonx_url=getattr(component, "base_url_ibm_watsonx", None),
         watsonx_project_id=getattr(component, "project_id", None),
-        overrides=getattr(component, "_model_overrides", None),
+        overrides=langflow_private.model_overrides(component),
     )
 
 
-def _picked_model(component: Any, picked: list[Any] | str) -> Any:
+def _picked_model(component: Component, picked: list[Any] | str) -> BaseLanguageModel:
     """A Summary Model picked on the node (a ModelInput, as the Language Model component picks its model), built as
     that component builds it, without streaming. A string is "Connect other models" with nothing connected."""
     if not picked or isinstance(picked, str):
@@ -65,7 +74,7 @@ def _picked_model(component: Any, picked: list[Any] | str) -> Any:
     )
 
 
-def summary_model_name(component: Any) -> str | None:
+def summary_model_name(component: Component) -> str | None:
     """The summary model's name for the stored summary, read off the inputs: nothing is built for it."""
     connected = getattr(component, "summary_model", None)
     if isinstance(connected, list):
@@ -75,7 +84,7 @@ def summary_model_name(component: Any) -> str | None:
     return agent_model_name(component)
 
 
-def agent_model_name(component: Any) -> str | None:
+def agent_model_name(component: Component) -> str | None:
     """The name of the Agent's own model, read off its Language Model input: nothing is built for it."""
     model = getattr(component, "model", None)
     if isinstance(model, list):
@@ -86,7 +95,7 @@ def agent_model_name(component: Any) -> str | None:
     return model_name_of(model)
 
 
-def agent_model_provider(component: Any) -> str | None:
+def agent_model_provider(component: Component) -> str | None:
     """The provider picked with the Agent's model ("OpenAI", "Anthropic", ...); None for a connected model."""
     model = getattr(component, "model", None)
     selected = model[0] if isinstance(model, list) and model else None
@@ -94,13 +103,13 @@ def agent_model_provider(component: Any) -> str | None:
     return provider if isinstance(provider, str) and provider else None
 
 
-def _picked_name(picked: list[Any]) -> str | None:
+def _picked_name(picked: Sequence[object]) -> str | None:
     selected = picked[0] if picked else None
     name = selected.get("name") if isinstance(selected, dict) else None
     return name if isinstance(name, str) and name else None
 
 
-def model_name_of(llm: Any) -> str | None:
+def model_name_of(llm: object) -> str | None:
     for attribute in ("model_name", "model", "model_id"):
         value = getattr(llm, attribute, None)
         if isinstance(value, str) and value:
@@ -114,7 +123,7 @@ BUILD_REMEDY_OF_HISTORY = "pick a Summary Model on the node (or connect one) and
 
 
 def summarizer_for(
-    build_model: Callable[[], Any],
+    build_model: Callable[[], BaseLanguageModel],
     timeout_seconds: float,
     tools: Sequence[Any] = (),
     remedy: str = BUILD_REMEDY_OF_AGENT,
@@ -122,18 +131,17 @@ def summarizer_for(
     """A summarizer that builds its model on its first call, with `tools` bound when given: a fold on the agent's
     prefix sends the tools the agent's call had, as they are part of the prefix the provider caches. A build error
     is reported with `remedy`."""
-    llm: Any = None
+    llm: Runnable[list[BaseMessage], object] | None = None
 
     async def summarize(prompt: list[BaseMessage]) -> str:
         nonlocal llm
         if llm is None:
             try:
-                llm = build_model()
+                model = build_model()
             except Exception as exc:
                 msg = f"the summary model could not be built ({exc}); {remedy}"
                 raise RuntimeError(msg) from exc
-            if tools:
-                llm = llm.bind_tools(list(tools))
+            llm = model.bind_tools(list(tools)) if tools and isinstance(model, BaseChatModel) else model
         try:
             response = await asyncio.wait_for(
                 llm.ainvoke(prompt, config={"callbacks": [], "run_name": "summarizing_agent_fold"}),
@@ -147,7 +155,7 @@ def summarizer_for(
     return summarize
 
 
-def _text_of(response: Any) -> str:
+def _text_of(response: object) -> str:
     content = getattr(response, "content", response)
     if isinstance(content, str):
         return content

@@ -125,13 +125,9 @@ class AfterReply:
             raise ValueError(msg)
         self.max_running = max_running or DEFAULT_MAX_RUNNING
         self._tasks: dict[ScopeKey, asyncio.Task[None]] = {}
-        self._jobs: dict[
-            ScopeKey, tuple[FoldJob, Callable[[], Awaitable[None]] | None]
-        ] = {}
+        self._jobs: dict[ScopeKey, tuple[FoldJob, Callable[[], Awaitable[None]] | None]] = {}
         """The fold each waiting session will run (the newest turn's job), and what it waits for first."""
-        self._next: dict[
-            ScopeKey, tuple[FoldJob, Callable[[], Awaitable[None]] | None]
-        ] = {}
+        self._next: dict[ScopeKey, tuple[FoldJob, Callable[[], Awaitable[None]] | None]] = {}
         """The fold each session runs once its running fold ends: the newest turn's job."""
         self._outcomes: OrderedDict[ScopeKey, FoldResult] = OrderedDict()
         self._replies: dict[ScopeKey, tuple[asyncio.Event, asyncio.AbstractEventLoop]] = {}
@@ -300,7 +296,6 @@ def max_running_from_environment() -> int | None:
     except ValueError:
         msg = f"{MAX_RUNNING_ENV} must be a whole number of folds, got {raw!r}"
         raise ValueError(msg) from None
-
 
 
 REPLIES_KEY = "summarizing_agent_replies"

@@ -3,7 +3,7 @@
 `UsageObserver` is a LangChain callback on the agent's model calls. For each call it keeps what was sent (the
 messages and the tools bound) and, when the call ends, the input tokens the provider reported (`usage_metadata`, as
 LangChain reports it for every provider) against the tokens the session's `TokenCounter` counts for the same call.
-`USAGE` keeps, per session, the scale that corrects the counter, and, per model, whether the provider reported
+`SessionUsage` keeps, per session, the scale that corrects the counter, and, per model, whether the provider reported
 tokens served from its prompt cache.
 
 Langflow also stores usage on the reply (`properties.usage`), but as the sum over the turn's calls, with an estimate
@@ -24,6 +24,7 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
 
 from langflow_summarizing_agent.engine.tokens import TokenCounter
 
@@ -84,12 +85,9 @@ class SessionUsage:
         self._scales.pop(key, None)
 
 
-USAGE = SessionUsage()
-"""This process's usage observations."""
-
-
 class UsageObserver(BaseCallbackHandler):
-    """Watches one turn's agent calls: keeps the last call sent, and feeds `USAGE` what the provider reported."""
+    """Watches one turn's agent calls: keeps the last call sent, and feeds the runtime's `SessionUsage` what the
+    provider reported."""
 
     run_inline = True
 
@@ -111,7 +109,7 @@ class UsageObserver(BaseCallbackHandler):
         self._pending[run_id] = call
         self.last_call = call
 
-    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         call = self._pending.pop(run_id, None)
         usage = _usage_of(response)
         if call is None or usage is None:
@@ -125,10 +123,12 @@ class UsageObserver(BaseCallbackHandler):
         self._pending.pop(run_id, None)
 
 
-def _usage_of(response: Any) -> dict[str, Any] | None:
+def _usage_of(response: LLMResult) -> dict[str, Any] | None:
     try:
-        message = response.generations[0][0].message
-    except (AttributeError, IndexError, TypeError):
+        generation = response.generations[0][0]
+    except IndexError:
         return None
+    # A chat model's generation carries the message, and the message the usage; a plain LLM's has neither.
+    message = generation.message if isinstance(generation, ChatGeneration) else None
     usage = getattr(message, "usage_metadata", None)
     return dict(usage) if usage else None

@@ -1,7 +1,11 @@
 """The Summarizing Agent on the canvas: the stock Agent's inputs plus the switch and the fold settings; every hook
 hands the turn to `wiring.agent_turn`."""
 
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackHandler
 from lfx.components.models_and_agents.agent import AgentComponent
+from lfx.inputs.inputs import InputTypes
 from lfx.io import BoolInput, FloatInput, HandleInput, IntInput, MessageTextInput
 from lfx.schema.dotdict import dotdict
 from lfx.schema.message import Message
@@ -41,7 +45,7 @@ N_MESSAGES_INFO = (
 """Help of Number of Chat History Messages while Summarize Older Messages is on."""
 
 
-def _n_messages_input():
+def _n_messages_input() -> InputTypes:
     # Refreshed on edit, so a window that makes no sense is refused at once; its help follows the switch.
     return STOCK_N_MESSAGES.model_copy(update={"real_time_refresh": True, "info": N_MESSAGES_INFO})
 
@@ -148,7 +152,7 @@ class SummarizingAgentComponent(AgentComponent):
         ),
     ]
 
-    async def get_memory_data(self):
+    async def get_memory_data(self) -> list[Message]:
         # Langflow's own tests build Agents with `__new__` and set only the stock inputs: those run as the stock Agent.
         if not agent_turn.setting(self, "summarize_older_messages"):
             return await super().get_memory_data()
@@ -159,7 +163,7 @@ class SummarizingAgentComponent(AgentComponent):
             return await agent_turn.compact_reply(self, super().get_memory_data)
         return await super().message_response()
 
-    def _get_shared_callbacks(self):
+    def _get_shared_callbacks(self) -> list[BaseCallbackHandler]:
         # The turn watches the agent's model calls: the tokens the provider reports, and the prompt a fold reuses.
         return [*super()._get_shared_callbacks(), *agent_turn.usage_callbacks(self)]
 
@@ -167,7 +171,7 @@ class SummarizingAgentComponent(AgentComponent):
         # The reply's first content block is this turn's memory step, shown in the Playground like a tool call.
         return agent_turn.with_memory_step(self, super()._build_initial_agent_message())
 
-    def extract_data(self, result):
+    def extract_data(self, result: object) -> object:
         # Langflow sets a Message output's status to its text; the memory report goes after it.
         data = super().extract_data(result)
         self.status = agent_turn.with_report(self, self.status)
@@ -175,7 +179,7 @@ class SummarizingAgentComponent(AgentComponent):
 
     # Same signature as AgentComponent's, which already differs from its sync parent.
     async def update_build_config(  # type: ignore[override]
-        self, build_config: dotdict, field_value, field_name: str | None = None
+        self, build_config: dotdict, field_value: Any, field_name: str | None = None
     ) -> dotdict:
         build_config = await super().update_build_config(build_config, field_value, field_name)
         if field_name in CHECKED_FIELDS:

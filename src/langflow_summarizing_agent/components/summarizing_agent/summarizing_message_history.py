@@ -1,6 +1,8 @@
 """The Summarizing Message History on the canvas: the stock Message History's inputs plus the switch, a Summary Model
 and the fold settings; Retrieve mode hands the turn to `wiring.history_turn`."""
 
+from typing import Any, cast
+
 from lfx.base.models.unified_models import handle_model_input_update
 from lfx.components.models_and_agents.memory import MemoryComponent
 from lfx.io import BoolInput, FloatInput, IntInput, MessageTextInput, ModelInput, SecretStrInput
@@ -160,32 +162,35 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
     def _summarizes(self) -> bool:
         return bool(agent_turn.setting(self, "summarize_older_messages"))
 
+    async def _stock_messages(self) -> list[Message]:
+        # The stock method is annotated `Data` but returns a list of Messages (it casts the list itself).
+        return cast("list[Message]", await super().retrieve_messages())
+
     async def retrieve_messages(self) -> Data:
         if not self._summarizes():
             return await super().retrieve_messages()
-        history = await history_turn.history(self, super().retrieve_messages)
-        return history.messages  # type: ignore[return-value] - the stock method returns a list of Messages too
+        history = await history_turn.history(self, self._stock_messages)
+        return cast("Data", history.messages)
 
     async def retrieve_messages_as_text(self) -> Message:
         if not self._summarizes():
             return await super().retrieve_messages_as_text()
-        history = await history_turn.history(self, super().retrieve_messages)
+        history = await history_turn.history(self, self._stock_messages)
         return Message(text=history_turn.as_text(self.template, history))
 
     async def retrieve_messages_dataframe(self) -> DataFrame:
         return DataFrame(await self.retrieve_messages())
 
-    def extract_data(self, result):
+    def extract_data(self, result: object) -> object:
         # Langflow sets a Message output's status to its text; the turn's report goes after it.
         data = super().extract_data(result)
         self.status = agent_turn.with_report(self, self.status)
         return data
 
-    def update_build_config(self, build_config: dotdict, field_value, field_name: str | None = None) -> dotdict:
+    def update_build_config(self, build_config: dotdict, field_value: Any, field_name: str | None = None) -> dotdict:
         build_config = super().update_build_config(build_config, field_value, field_name)
-        build_config = handle_model_input_update(
-            self, build_config, field_value, field_name, model_field_name="summary_model"
-        )
+        # It updates `build_config` in place and returns it.
+        handle_model_input_update(self, build_config, field_value, field_name, model_field_name="summary_model")
         values = {name: (build_config.get(name) or {}).get("value") for name in REFUSED_FIELDS}
         if field_name in REFUSED_FIELDS:
             values[field_name] = field_value
