@@ -9,9 +9,10 @@ Nothing here migrates: the summary table is brought to head by `wiring.runtime.R
 `langflow summarizing-agent migrate`) before a store is used.
 
 Scope: flow and owner are resolved once per store (or call) with `langflow_private.message_scope`, the check
-behind Langflow's own `aget_messages()`: inside a graph run the executing graph's flow and owner win, and a caller asking
-for another flow or owner gets nothing (an empty summary, None, [] or 0) rather than someone else's rows. Outside a
-graph run both ids must be given and valid (a read or reset of a whole session may leave the owner out: every owner).
+behind Langflow's own `aget_messages()`: inside a graph run the executing graph's flow and owner win, and a caller
+asking for another flow or owner gets nothing (an empty summary, None, [] or 0) rather than someone else's rows.
+Outside a graph run both ids must be given and valid (a read or reset of a whole session may leave the owner
+out: every owner).
 
 Without a Langflow database (standalone `lfx`, or langflow installed but its services not initialised) every call
 answers "nothing" the same way, without raising, so the component can fall back to last-N. Database errors raise.
