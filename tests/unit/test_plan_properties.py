@@ -52,6 +52,7 @@ TAG = re.compile(r"#(\d+) ")
 FILLER = "lorem ipsum dolor sit amet "
 COMPACT = "compact"
 PLAN_TURN = engine_plan.plan_turn
+PLAN_COMPACTION = engine_plan.plan_compaction
 
 
 def tagged_text(index: int, tokens: int) -> str:
@@ -212,6 +213,7 @@ class VerbatimPolicy(RuleBasedStateMachine):
         # Patched where the turn and the fold look it up.
         self.spies = [
             patch.object(engine_turn, "plan_turn", side_effect=self.record_plan),
+            patch.object(engine_turn, "plan_compaction", side_effect=self.record_compaction),
             patch.object(engine_fold, "plan_turn", side_effect=self.record_plan),
         ]
         for spy in self.spies:
@@ -219,6 +221,11 @@ class VerbatimPolicy(RuleBasedStateMachine):
 
     def record_plan(self, *args: Any, **kwargs: Any) -> Plan:
         plan = PLAN_TURN(*args, **kwargs)
+        self.plans.append(plan)
+        return plan
+
+    def record_compaction(self, *args: Any, **kwargs: Any) -> Plan:
+        plan = PLAN_COMPACTION(*args, **kwargs)
         self.plans.append(plan)
         return plan
 

@@ -21,7 +21,7 @@ from functools import cached_property
 from langchain_core.messages import BaseMessage
 
 from langflow_summarizing_agent.engine.fold import FoldResult, SaveFailures, Summarizer, fold
-from langflow_summarizing_agent.engine.plan import Plan, TurnRead, is_compaction_exchange, plan_turn
+from langflow_summarizing_agent.engine.plan import Plan, TurnRead, is_compaction_exchange, plan_compaction, plan_turn
 from langflow_summarizing_agent.engine.read import read_turn
 from langflow_summarizing_agent.engine.records import StoredMessage, Summary, utcnow
 from langflow_summarizing_agent.engine.settings import FoldSettings
@@ -78,7 +78,7 @@ async def read_and_plan(
     """Read and plan, without a summary call."""
     read = await read_turn(store, settings, upcoming=upcoming)
     read = read.with_summary(failures.applied(store.scope.key, read.summary))
-    return Turn(read, plan_turn(read, settings, compact=compact, now=now()), counter=settings.counter)
+    return Turn(read, (plan_compaction if compact else plan_turn)(read, settings, now=now()), counter=settings.counter)
 
 
 async def fold_now(
