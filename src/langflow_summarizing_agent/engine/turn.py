@@ -42,9 +42,6 @@ class Turn:
     """A fold was due and the session's fold lock was held elsewhere: this turn used the previous summary."""
     due: str | None = None
     """Why a fold is due that the caller left for after the reply."""
-    inline: bool = False
-    """The caller leaves folds for after the reply, yet this turn folded: older messages could not reach the model
-    otherwise."""
     counter: TokenCounter = ESTIMATE
     """How the turn's tokens were counted (`FoldSettings.counter`)."""
 
