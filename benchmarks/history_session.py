@@ -94,7 +94,7 @@ async def history_exchange(
     async for _ in graph.async_start():
         pass
     kept = turn_of(graph.get_vertex("history").custom_component) if run.summarizing else None
-    inline = kept is not None and kept.turn is not None and (kept.turn.inline or kept.turn.fold is not None)
+    inline = kept is not None and kept.turn is not None and kept.turn.fold is not None
     return str(graph.get_vertex("language_model").built_object["text_output"].text), inline
 
 

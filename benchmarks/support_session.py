@@ -325,7 +325,7 @@ async def _exchange(
         pass
     vertex = graph.get_vertex("agent")
     kept = turn_of(vertex.custom_component) if run.summarizing else None
-    inline = kept is not None and kept.turn is not None and (kept.turn.inline or kept.turn.fold is not None)
+    inline = kept is not None and kept.turn is not None and kept.turn.fold is not None
     return str(vertex.built_object["response"].text), inline
 
 

@@ -171,18 +171,18 @@ async def test_a_message_alone_at_the_budget_makes_no_turn_wait_when_each_fold_e
         {**GRAPH_SETTINGS, "history_token_budget": 1_000, "summary_words": 50}, reply="Noted, thanks."
     )
     questions = [f"question {n}" for n in range(8)] + ["log line\n" * 500] + [f"question {n}" for n in range(8, 16)]
-    inline = []
+    folded_in_the_turn = []
     for number, text in enumerate(questions):
         await say(session, text)
         await background_folds.wait_all()  # a person reads the reply and types: the fold ends meanwhile
         kept = turn_of(session.last_agent)
         turn = kept.turn if kept is not None else None
         assert turn is not None and turn.plan.not_summarized == 0, "a message did not reach the model"
-        if turn.inline:
-            inline.append(number)
+        if turn.fold is not None:
+            folded_in_the_turn.append(number)
 
     assert len(session.model.fold_calls) >= 3
-    assert inline == [], "turns that waited for a summary call"
+    assert folded_in_the_turn == [], "turns that waited for a summary call"
 
 
 async def test_a_turn_whose_sessions_fold_waits_for_a_place_makes_no_summary_call(

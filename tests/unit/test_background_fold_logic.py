@@ -14,6 +14,7 @@ import pytest
 
 from langflow_summarizing_agent.engine.fold import FoldResult, SaveFailures, Summarizer
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.report import status_text
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import SessionStore
 from langflow_summarizing_agent.engine.turn import Turn, fold_if_due, read_and_plan
@@ -40,6 +41,11 @@ def shown(turn: Turn) -> list[str]:
 
 def folded(turn: Turn) -> int:
     return turn.fold.folded if turn.fold else 0
+
+
+def what_the_turn_did(turn: Turn) -> list[str]:
+    """The status's sentences after what the model got and what the whole conversation verbatim would take."""
+    return status_text(turn).removeprefix("Summarizing Agent. ").removesuffix(".").split(". ")[2:]
 
 
 async def prepare_history(store: SessionStore, summarizer: Summarizer, fold_settings: FoldSettings) -> Turn:
@@ -89,12 +95,17 @@ async def test_a_turn_leaves_older_messages_that_no_longer_fit_to_the_fold_after
     turn = await read_and_plan(store, settings(), failures=SaveFailures())
 
     assert summarizer.calls == 0, "the turn waited for a summary call"
+    assert what_the_turn_did(turn) == [
+        "A fold is due (fold batch); it runs after this reply",
+        "17 earlier messages are not summarized yet",
+    ]
     assert turn.due is not None
     assert turn.plan.not_summarized > 0, "what no longer fits is counted as not summarized yet"
     assert shown(turn)[-4:] == [f"message {n}" for n in range(26, 30)], "the window still goes word for word"
 
     after_reply = await prepare_history(store, summarizer, settings())
     assert after_reply.summary.folded_count == 26
+    assert what_the_turn_did(after_reply) == ["This turn folded 26 messages in 1 summary call"]
     assert summarizer.calls <= settings().max_folds_per_turn
 
 

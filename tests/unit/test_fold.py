@@ -15,7 +15,7 @@ from langflow_summarizing_agent.engine.records import Summary, utcnow
 from langflow_summarizing_agent.engine.report import problems
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.tokens import CUT_MARKER, ESTIMATE
-from langflow_summarizing_agent.engine.turn import Turn, fold_if_due
+from langflow_summarizing_agent.engine.turn import Turn, compact, fold_if_due
 from tests.support.fakes import InMemoryStore, RecordingSummarizer, make_messages
 
 PINNED = ("project_id", "cluster")
@@ -358,9 +358,7 @@ async def test_compact_folds_everything_older_than_the_window_regardless_of_thre
     store = session(14)
     summarizer = RecordingSummarizer()
 
-    turn = await fold_if_due(
-        store, summarizer, settings(history_token_budget=7_000), compact=True, failures=SaveFailures()
-    )
+    turn = await compact(store, summarizer, settings(history_token_budget=7_000), failures=SaveFailures())
 
     assert summarizer.calls == 1
     assert folded(turn) == 5

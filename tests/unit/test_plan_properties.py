@@ -41,8 +41,8 @@ from langflow_summarizing_agent.engine.records import Role, StoredMessage, Summa
 from langflow_summarizing_agent.engine.report import problems
 from langflow_summarizing_agent.engine.settings import DEFAULT_BUDGET_TRIGGER_SHARE, MAX_FOLD_MESSAGES, FoldSettings
 from langflow_summarizing_agent.engine.tokens import CUT_MARKER
-from langflow_summarizing_agent.engine.turn import Turn, fold_if_due
-from langflow_summarizing_agent.wiring.agent_turn import plan_folding_after_reply
+from langflow_summarizing_agent.engine.turn import Turn, fold_if_due, read_and_plan
+from langflow_summarizing_agent.engine.turn import compact as compact_turn
 from tests.support.fake_chat_model import parse_fold_prompt
 from tests.support.fakes import T0, InMemoryStore, RecordingSummarizer, make_messages
 
@@ -52,6 +52,7 @@ TAG = re.compile(r"#(\d+) ")
 FILLER = "lorem ipsum dolor sit amet "
 COMPACT = "compact"
 PLAN_TURN = engine_plan.plan_turn
+PLAN_COMPACTION = engine_plan.plan_compaction
 
 
 def tagged_text(index: int, tokens: int) -> str:
@@ -212,6 +213,7 @@ class VerbatimPolicy(RuleBasedStateMachine):
         # Patched where the turn and the fold look it up.
         self.spies = [
             patch.object(engine_turn, "plan_turn", side_effect=self.record_plan),
+            patch.object(engine_turn, "plan_compaction", side_effect=self.record_compaction),
             patch.object(engine_fold, "plan_turn", side_effect=self.record_plan),
         ]
         for spy in self.spies:
@@ -219,6 +221,11 @@ class VerbatimPolicy(RuleBasedStateMachine):
 
     def record_plan(self, *args: Any, **kwargs: Any) -> Plan:
         plan = PLAN_TURN(*args, **kwargs)
+        self.plans.append(plan)
+        return plan
+
+    def record_compaction(self, *args: Any, **kwargs: Any) -> Plan:
+        plan = PLAN_COMPACTION(*args, **kwargs)
         self.plans.append(plan)
         return plan
 
@@ -301,10 +308,9 @@ class VerbatimPolicy(RuleBasedStateMachine):
         self.summarizer.raced = None
         self.plans.clear()
         now = self.clock
+        entry = compact_turn if compact else fold_if_due
         turn = self.loop.run_until_complete(
-            fold_if_due(
-                self.store, self.summarizer, self.settings, compact=compact, now=lambda: now, failures=SaveFailures()
-            )
+            entry(self.store, self.summarizer, self.settings, now=lambda: now, failures=SaveFailures())
         )
 
         batches = [fold_batch_ids(prompt) for prompt in self.summarizer.prompts[calls_before:]]
@@ -525,7 +531,7 @@ async def test_compact_exchanges_do_not_crowd_the_newest_messages_out_of_the_win
     store = InMemoryStore(make_messages([*texts, COMPACT_COMMAND]))
     chosen = FoldSettings(n_messages=10, fold_batch=2, max_folds_per_turn=1)
 
-    turn = await fold_if_due(store, RecordingSummarizer(), chosen, compact=True, failures=SaveFailures())
+    turn = await compact_turn(store, RecordingSummarizer(), chosen, failures=SaveFailures())
 
     assert [m.id for m in turn.plan.send][-9:] == [m.id for m in store.messages_stored[91:100]]
 
@@ -587,13 +593,13 @@ def test_after_the_fold_that_planned_with_the_reply_the_next_turn_folds_nothing_
         assert message_id(count + 1) not in {m for batch in summarizer.prompts for m in fold_batch_ids(batch)}
         store.messages_stored.append(reply)
         calls = summarizer.calls
-        next_turn = loop.run_until_complete(plan_folding_after_reply(store, summarizer, chosen))
+        next_turn = loop.run_until_complete(read_and_plan(store, chosen, failures=SaveFailures()))
     finally:
         loop.close()
 
     if fold_calls(after) < chosen.max_folds_per_turn:
         assert summarizer.calls == calls, "the next turn folded inline"
-        assert not next_turn.inline
+        assert not next_turn.plan.fold, "the next turn has a fold due before its model call"
         assert next_turn.plan.not_summarized == 0
 
 

@@ -1,9 +1,11 @@
 """Where a fold happens: older messages folded into the session's summary, with one compare-and-swap save.
 
-`fold()` takes the plan's fold, sends it to the summary model in batches of at most `max_fold_messages`, plans
-again with each new summary while more is due, and stops at Max Folds per Turn calls. Then it saves once, by
-compare-and-swap against the summary it read, and returns a `FoldResult`: the summary the turn goes on with, or the
-failure with its back-off. It never raises for the summary model or the store: a failed fold never fails a turn.
+`fold()` reads in three steps. It summarizes (`_summarize`): the plan's fold goes to the summary model in batches
+of at most `max_fold_messages`, one call each, planning again with each new summary while more is due, and stops at
+Max Folds per Turn calls. It decides the summary to save (`_summary_to_save`): the folded one, or the one read with
+the back-off of a failure. It saves once (`_save`), by compare-and-swap against the summary it read: saved, lost to
+another run, or failed. It returns a `FoldResult`: the summary the turn goes on with, or the failure with its
+back-off. It never raises for the summary model or the store: a failed fold never fails a turn.
 
 When a fold runs (in the turn, after the reply, after the session's running fold) is its caller's choice.
 """
@@ -17,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 
@@ -30,7 +33,7 @@ from langflow_summarizing_agent.engine.prompt import (
     merge_pinned,
     parse_fold_output,
 )
-from langflow_summarizing_agent.engine.records import Summary
+from langflow_summarizing_agent.engine.records import StoredMessage, Summary
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import SessionStore
 
@@ -115,98 +118,204 @@ async def fold(
     from its prompt cache; every other call quotes the batch (`build_fold_prompt`).
     """
     started = time.monotonic()
-    read_summary = read.summary
-    summary = read_summary
-    folded = calls = input_tokens = on_prefix = 0
-    problem = None
-    while plan.fold and calls < settings.max_folds_per_turn and problem is None:
-        pending = list(plan.fold)
-        folded_before = folded
-        while pending and calls < settings.max_folds_per_turn:
-            batch = pending[: settings.max_fold_messages]
-            if prefix is not None and calls == 0 and folds_on_prefix(prefix, batch):
-                prompt = build_fold_prompt_on_prefix(
-                    prefix,
-                    summary,
-                    batch,
-                    pinned_keys=settings.pinned_keys,
-                    summary_words=settings.summary_words,
-                    fold_id=uuid.uuid4().hex[:12],
-                )
-                on_prefix += 1
-            else:
-                prompt = build_fold_prompt(
-                    summary,
-                    batch,
-                    pinned_keys=settings.pinned_keys,
-                    summary_words=settings.summary_words,
-                    max_message_chars=settings.max_message_chars,
-                )
-            input_tokens += settings.counter.prompt(prompt)
-            calls += 1
-            try:
-                proposed_pinned, text = parse_fold_output(await summarizer(prompt))
-            except Exception as exc:  # noqa: BLE001 - any summary model failure must leave the turn running
-                problem = f"fold failed ({plan.reason}): {_describe(exc)}"
-                logger.warning("Summarizing Agent: %s; the previous summary is kept", problem)
-                break
-            if count_words(text) > settings.summary_words:
-                logger.info(
-                    "Summarizing Agent: the summary model wrote %d words; clipped to the Summary Word Budget of %d",
-                    count_words(text),
-                    settings.summary_words,
-                )
-            summary = replace(
-                summary,
-                text=clip_words(text, settings.summary_words),
-                pinned=merge_pinned(summary.pinned, proposed_pinned, settings.pinned_keys),
-                cursor=batch[-1].cursor,
-                folded_count=summary.folded_count + len(batch),
-                # A fold that succeeded ends the back-off, for the rounds after it too.
-                failed_folds=0,
-                retry_after=None,
-            )
-            folded += len(batch)
-            pending = pending[len(batch) :]
-        if folded == folded_before:
+    folds = await _summarize(read, plan, settings, summarizer, now, prefix)
+    saved = await _save(store, read.summary, _summary_to_save(read.summary, folds, settings, now), failures, now)
+    return FoldResult(
+        summary=saved.summary,
+        folded=folds.folded if saved.is_this_fold else 0,
+        calls=folds.calls,
+        input_tokens=folds.input_tokens,
+        problems=(*folds.problems, *saved.problems),
+        seconds=time.monotonic() - started,
+        on_prefix=folds.on_prefix,
+    )
+
+
+@dataclass(frozen=True)
+class _Folds:
+    """What the summary calls of a fold made: the summary after the last one that succeeded, and what they cost."""
+
+    summary: Summary
+    folded: int = 0
+    calls: int = 0
+    input_tokens: int = 0
+    on_prefix: int = 0
+    problems: tuple[str, ...] = ()
+    """The failed call that ended the fold, if one did."""
+
+
+async def _summarize(
+    read: TurnRead,
+    plan: Plan,
+    settings: FoldSettings,
+    summarizer: Summarizer,
+    now: Callable[[], datetime],
+    prefix: Sequence[BaseMessage] | None,
+) -> _Folds:
+    """Fold the plan's fold, then, planning again with each new summary, what becomes due; until nothing is due, a
+    call fails, a round folds nothing or Max Folds per Turn calls are made."""
+    folds = _Folds(read.summary)
+    while plan.fold and folds.calls < settings.max_folds_per_turn and not folds.problems:
+        after = await _fold_round(folds, plan, settings, summarizer, prefix)
+        if after.folded == folds.folded:
+            return after
+        folds = after
+        plan = plan_turn(read.with_summary(folds.summary), settings, now=now())
+    return folds
+
+
+async def _fold_round(
+    folds: _Folds, plan: Plan, settings: FoldSettings, summarizer: Summarizer, prefix: Sequence[BaseMessage] | None
+) -> _Folds:
+    """The plan's fold in batches of at most `max_fold_messages`, one summary call each, while calls are left; the
+    first failed call ends it."""
+    size = settings.max_fold_messages
+    for start in range(0, len(plan.fold), size):
+        if folds.calls >= settings.max_folds_per_turn or folds.problems:
             break
-        plan = plan_turn(read.with_summary(summary), settings, now=now())
+        folds = await _fold_batch(folds, plan.fold[start : start + size], plan.reason, settings, summarizer, prefix)
+    return folds
 
-    problems = (problem,) if problem else ()
-    if folded:
-        summary = replace(summary, failed_folds=0, retry_after=None, summary_model=settings.summary_model)
-    else:
-        failed = read_summary.failed_folds + 1
-        summary = replace(read_summary, failed_folds=failed, retry_after=now() + backoff_delay(failed))
 
-    def result(summary: Summary, folded: int, problems: tuple[str, ...]) -> FoldResult:
-        return FoldResult(summary, folded, calls, input_tokens, problems, time.monotonic() - started, on_prefix)
+async def _fold_batch(
+    folds: _Folds,
+    batch: Sequence[StoredMessage],
+    reason: str | None,
+    settings: FoldSettings,
+    summarizer: Summarizer,
+    prefix: Sequence[BaseMessage] | None,
+) -> _Folds:
+    """One summary call: `batch` folded into the summary, or the failure that leaves the summary as it was."""
+    on_prefix = prefix is not None and folds.calls == 0 and folds_on_prefix(prefix, batch)
+    prompt = _fold_prompt(folds.summary, batch, settings, prefix if on_prefix else None)
+    folds = replace(
+        folds,
+        calls=folds.calls + 1,
+        input_tokens=folds.input_tokens + settings.counter.prompt(prompt),
+        on_prefix=folds.on_prefix + int(on_prefix),
+    )
+    try:
+        proposed_pinned, text = parse_fold_output(await summarizer(prompt))
+    except Exception as exc:  # noqa: BLE001 - any summary model failure must leave the turn running
+        problem = f"fold failed ({reason}): {_describe(exc)}"
+        logger.warning("Summarizing Agent: %s; the previous summary is kept", problem)
+        return replace(folds, problems=(problem,))
+    summary = _folded_into(folds.summary, batch, proposed_pinned, text, settings)
+    return replace(folds, summary=summary, folded=folds.folded + len(batch))
 
-    key = store.scope.key
+
+def _fold_prompt(
+    summary: Summary, batch: Sequence[StoredMessage], settings: FoldSettings, prefix: Sequence[BaseMessage] | None
+) -> list[BaseMessage]:
+    """The prompt asking on `prefix` when there is one, else quoting the batch."""
+    if prefix is not None:
+        return build_fold_prompt_on_prefix(
+            prefix,
+            summary,
+            batch,
+            pinned_keys=settings.pinned_keys,
+            summary_words=settings.summary_words,
+            fold_id=uuid.uuid4().hex[:12],
+        )
+    return build_fold_prompt(
+        summary,
+        batch,
+        pinned_keys=settings.pinned_keys,
+        summary_words=settings.summary_words,
+        max_message_chars=settings.max_message_chars,
+    )
+
+
+def _folded_into(
+    summary: Summary,
+    batch: Sequence[StoredMessage],
+    proposed_pinned: dict[str, Any],
+    text: str,
+    settings: FoldSettings,
+) -> Summary:
+    """`summary` once `batch` is folded into it: the new text clipped to the Summary Word Budget, the pinned facts
+    merged, the cursor on the batch's last message."""
+    if count_words(text) > settings.summary_words:
+        logger.info(
+            "Summarizing Agent: the summary model wrote %d words; clipped to the Summary Word Budget of %d",
+            count_words(text),
+            settings.summary_words,
+        )
+    return replace(
+        summary,
+        text=clip_words(text, settings.summary_words),
+        pinned=merge_pinned(summary.pinned, proposed_pinned, settings.pinned_keys),
+        cursor=batch[-1].cursor,
+        folded_count=summary.folded_count + len(batch),
+        # A fold that succeeded ends the back-off, for the rounds after it too.
+        failed_folds=0,
+        retry_after=None,
+    )
+
+
+def _summary_to_save(
+    read_summary: Summary, folds: _Folds, settings: FoldSettings, now: Callable[[], datetime]
+) -> Summary:
+    """The folded summary, naming the summary model; or, when nothing was folded, the summary read with the back-off
+    of one more failed fold."""
+    if folds.folded:
+        return replace(folds.summary, failed_folds=0, retry_after=None, summary_model=settings.summary_model)
+    return _with_backoff(read_summary, now())
+
+
+def _with_backoff(summary: Summary, now: datetime) -> Summary:
+    failed = summary.failed_folds + 1
+    return replace(summary, failed_folds=failed, retry_after=now + backoff_delay(failed))
+
+
+@dataclass(frozen=True)
+class _Saved:
+    """What the save left: the summary the turn goes on with, whether it is this fold's, and what went wrong."""
+
+    summary: Summary
+    is_this_fold: bool
+    problems: tuple[str, ...] = ()
+
+
+async def _save(
+    store: SessionStore, read_summary: Summary, summary: Summary, failures: SaveFailures, now: Callable[[], datetime]
+) -> _Saved:
+    """One compare-and-swap save of `summary` against `read_summary`: saved, lost to another run, or failed."""
     try:
         saved = await store.save(summary)
     except Exception as exc:  # noqa: BLE001 - a store that cannot save must leave the turn running
-        # A failed save counts as a failed fold: the previous summary stays and the back-off applies.
-        failed = read_summary.failed_folds + 1
-        kept = replace(read_summary, failed_folds=failed, retry_after=now() + backoff_delay(failed))
-        save_problem = (
-            f"the summary could not be saved ({_describe(exc)}); counted as failed fold {failed}, "
-            f"next try after {kept.retry_after:%Y-%m-%d %H:%M:%S} UTC"
-        )
-        logger.warning("Summarizing Agent: %s; the previous summary is kept", save_problem)
-        return result(await _record_backoff(store, kept, failures), 0, (*problems, save_problem))
-    if saved is not None:
-        failures.forget(key)
-        return result(saved, folded, problems)
-    # Another run saved first: its summary wins and this fold is dropped, with no second model call.
+        return await _save_failed(store, read_summary, exc, failures, now())
+    if saved is None:
+        return await _lost_save(store, read_summary)
+    failures.forget(store.scope.key)
+    return _Saved(saved, is_this_fold=True)
+
+
+async def _save_failed(
+    store: SessionStore, read_summary: Summary, exc: Exception, failures: SaveFailures, now: datetime
+) -> _Saved:
+    """A failed save counts as a failed fold: the previous summary stays and the back-off applies."""
+    kept = _with_backoff(read_summary, now)
+    problem = (
+        f"the summary could not be saved ({_describe(exc)}); counted as failed fold {kept.failed_folds}, "
+        f"next try after {kept.retry_after:%Y-%m-%d %H:%M:%S} UTC"
+    )
+    logger.warning("Summarizing Agent: %s; the previous summary is kept", problem)
+    return _Saved(await _record_backoff(store, kept, failures), is_this_fold=False, problems=(problem,))
+
+
+async def _lost_save(store: SessionStore, read_summary: Summary) -> _Saved:
+    """Another run saved first: its summary wins and this fold is dropped, with no second model call."""
     lost = "another run saved the summary first; this turn used its summary"
     try:
         winner = await store.load()
     except Exception as exc:  # noqa: BLE001 - a store that cannot read must leave the turn running
         logger.warning("Summarizing Agent: the summary could not be read after a lost save (%s)", _describe(exc))
-        return result(read_summary, 0, (*problems, f"{lost}, and it could not be read ({_describe(exc)})"))
+        return _Saved(
+            read_summary, is_this_fold=False, problems=(f"{lost}, and it could not be read ({_describe(exc)})",)
+        )
     logger.info("Summarizing Agent: another run saved the summary first; using its version %d", winner.version)
-    return result(winner, 0, (*problems, lost))
+    return _Saved(winner, is_this_fold=False, problems=(lost,))
 
 
 async def _record_backoff(store: SessionStore, kept: Summary, failures: SaveFailures) -> Summary:

@@ -1,8 +1,10 @@
 """The plan: what a turn sends word for word and what it folds, decided by one pure function, `plan_turn()`.
 
 Nothing here reads or writes: `plan_turn()` takes what `read.read_turn()` returned and the settings, and every path
-(a turn, the fold after the reply, `/compact`, scripts, `lfx run`) plans with it. The verbatim policy is written
-once, in its docstring.
+(a turn, the fold after the reply, scripts, `lfx run`) plans with it; `/compact` plans with `plan_compaction()`,
+which sends the same and folds what may be folded now. The verbatim policy is written once, in `plan_turn()`'s
+docstring, and read top to bottom: the window (`_history`), what is sent (`_send`), what may fold (`_foldable`),
+why a fold is due (`_fold_reason`) and whether it waits for the back-off (`_backing_off`).
 
 Public contract: `COMPACT_COMMAND` is the exact user message that folds on demand; its reply starts with
 `COMPACT_REPLY_PREFIX`. Both are left out of every plan: never sent to the model, never folded.
@@ -51,7 +53,8 @@ class TurnRead:
 
 @dataclass(frozen=True)
 class Plan:
-    """What one turn folds and what it sends, decided by `plan_turn()` from what the turn read."""
+    """What one turn folds and what it sends, decided by `plan_turn()` (or `plan_compaction()`) from what the turn
+    read."""
 
     fold: tuple[StoredMessage, ...]
     """Messages to fold now, oldest first, from the cursor forwards; empty when no fold is due."""
@@ -67,10 +70,10 @@ class Plan:
     """A fold is due but waits for the back-off of earlier failures."""
 
 
-def plan_turn(read: TurnRead, settings: FoldSettings, *, compact: bool = False, now: datetime) -> Plan:
+def plan_turn(read: TurnRead, settings: FoldSettings, *, now: datetime) -> Plan:
     """The verbatim policy: one pure decision of what to fold and what to send, used by every path.
 
-    `read` is what `read_turn()` returned (see `TurnRead`); `compact` folds what may be folded now (`/compact`).
+    `read` is what `read_turn()` returned (see `TurnRead`).
 
     1. The window is what the stock Agent at the same `n_messages` sends: the newest `n_messages - 1` messages,
        `/compact` exchanges left out. It goes word for word, unless it does not fit the History Token Budget after
@@ -82,76 +85,148 @@ def plan_turn(read: TurnRead, settings: FoldSettings, *, compact: bool = False, 
        while folds fail or wait, counted as not summarized yet.
     3. A fold takes only unfolded messages older than the oldest message of the window that is sent, from the
        cursor forwards, at most `catch_up_bound` of them. It is due when those older than the window reach Fold
-       Batch, when the summary and the unfolded history pass `budget_trigger_share` of the budget, or on `/compact`.
+       Batch, or when the summary and the unfolded history pass `budget_trigger_share` of the budget; it waits
+       while the back-off of earlier failures runs (`postponed`).
     """
-    summary, messages, older, unread = read.summary, read.messages, read.older, read.unread
-    upcoming = _stamped_after(read.upcoming, (*older, *messages))
-    visible = [m for m in _merged(older, [*messages, *upcoming]) if not is_compaction_exchange(m)]
+    history = _history(read, settings)
+    send = _send(history, settings)
+    foldable = _foldable(history, send, settings)
+    reason = _fold_reason(history, settings) if foldable else None
+    postponed = reason is not None and _backing_off(read.summary, now)
+    return _plan(history, send, settings, foldable if reason and not postponed else (), reason, postponed)
+
+
+def plan_compaction(read: TurnRead, settings: FoldSettings, *, now: datetime) -> Plan:
+    """What `/compact` plans: it sends what `plan_turn()` sends and folds what may be folded now, due or not,
+    back-off or not (so `now` does not matter)."""
+    history = _history(read, settings)
+    send = _send(history, settings)
+    foldable = _foldable(history, send, settings)
+    return _plan(history, send, settings, foldable, "/compact" if foldable else None)
+
+
+@dataclass(frozen=True)
+class _History:
+    """What a plan weighs: the messages read and upcoming, ascending, `/compact` exchanges left out."""
+
+    summary: Summary
+    window: tuple[StoredMessage, ...]
+    unfolded: tuple[StoredMessage, ...]
+    """All that the summary does not cover, the window's included."""
+    backlog: tuple[StoredMessage, ...]
+    """Unfolded messages older than the window, of those read newest first (`messages`) or upcoming: what may go
+    word for word after the window."""
+    older_than_window: int
+    """Unfolded messages older than the window, read or not."""
+    unread: int
+    from_cursor: frozenset[str]
+    """Ids of the messages read from the cursor forwards (`older`)."""
+    upcoming: frozenset[str]
+    tokens: dict[str, int]
+    """Tokens of each message, by id."""
+
+
+def _history(read: TurnRead, settings: FoldSettings) -> _History:
+    upcoming = _stamped_after(read.upcoming, (*read.older, *read.messages))
+    visible = [m for m in _merged(read.older, [*read.messages, *upcoming]) if not is_compaction_exchange(m)]
     window = visible[-settings.window :] if settings.window else []
     window_ids = {m.id for m in window}
-    unfolded = [m for m in visible if not summary.covers(m)]
-    counter = settings.counter
-    tokens = {m.id: counter.message(m) for m in visible}
-
-    budget = settings.history_token_budget
-    summary_cap = budget - settings.newest_exchange_tokens if budget > 0 else None
-    readable = {m.id for m in (*messages, *upcoming)}
-    backlog = [m for m in unfolded if m.id not in window_ids and m.id in readable]
-    hidden_older = unread + sum(1 for m in unfolded if m.id not in window_ids)
-
-    def summary_tokens(hidden: int) -> int:
-        return counter.text(_summary_message(summary, settings, hidden, summary_cap) or "")
-
-    window_tokens = sum(tokens[m.id] for m in window)
-    if budget <= 0:
-        sent = list(reversed(window)) + list(reversed(backlog))
-    elif window_tokens + summary_tokens(hidden_older) <= budget:
-        sent = list(reversed(window))
-        used = window_tokens
-        for shown, message in enumerate(reversed(backlog), 1):
-            if used + tokens[message.id] + summary_tokens(hidden_older - shown) > budget:
-                break
-            sent.append(message)
-            used += tokens[message.id]
-    else:
-        room = budget - summary_tokens(len(unfolded) + unread)
-        sent = _fit_window(window, tokens, room, counter)
-    sent.reverse()
-    sent_ids = {m.id for m in sent}
-
-    summary_text = _summary_message(
-        summary, settings, unread + sum(1 for m in unfolded if m.id not in sent_ids), summary_cap
+    unfolded = [m for m in visible if not read.summary.covers(m)]
+    readable = {m.id for m in (*read.messages, *upcoming)}
+    older = [m for m in unfolded if m.id not in window_ids]
+    return _History(
+        summary=read.summary,
+        window=tuple(window),
+        unfolded=tuple(unfolded),
+        backlog=tuple(m for m in older if m.id in readable),
+        older_than_window=len(older) + read.unread,
+        unread=read.unread,
+        from_cursor=frozenset(m.id for m in read.older),
+        upcoming=frozenset(m.id for m in upcoming),
+        tokens={m.id: settings.counter.message(m) for m in visible},
     )
-    not_summarized = unread + sum(1 for m in unfolded if m.id not in sent_ids)
-    history_tokens = sum(counter.message(m) for m in sent) + (counter.text(summary_text) if summary_text else 0)
 
-    window_start = next((m.cursor for m in sent if m.id in window_ids), None)
-    foldable = [m for m in unfolded if window_start is None or m.cursor < window_start]
-    if unread:
-        # Folds run from the cursor forwards without a gap: only what was read from the cursor can go now.
-        from_cursor = {m.id for m in older}
-        foldable = [m for m in foldable if m.id in from_cursor]
-    upcoming_ids = {m.id for m in upcoming}
-    foldable = [m for m in foldable if m.id not in upcoming_ids][: settings.catch_up_bound]
 
-    reason = None
-    if foldable:
-        older_than_window = sum(1 for m in unfolded if m.id not in window_ids) + unread
-        bare_summary = counter.text(render_summary_message(summary, settings.pinned_keys, 0) or "")
-        unfolded_tokens = bare_summary + sum(tokens[m.id] for m in unfolded)
-        if compact:
-            reason = "/compact"
-        elif budget > 0 and unfolded_tokens > settings.budget_trigger_share * budget:
-            reason = "history token budget"
-        elif older_than_window >= settings.fold_batch:
-            reason = "fold batch"
-    postponed = bool(reason) and not compact and summary.retry_after is not None and now < summary.retry_after
+def _send(history: _History, settings: FoldSettings) -> list[StoredMessage]:
+    """What goes word for word, oldest first: with no budget the window and the backlog; else the window and the
+    newest of the backlog that fit with it, or, when the window does not fit, what fits of it."""
+    budget = settings.history_token_budget
+    if budget <= 0:
+        return [*history.backlog, *history.window]
+    window_tokens = sum(history.tokens[m.id] for m in history.window)
+    if window_tokens + _summary_tokens(history.summary, settings, history.older_than_window) <= budget:
+        return [*_backlog_that_fits(history, settings, budget - window_tokens), *history.window]
+    hidden = len(history.unfolded) + history.unread
+    room = budget - _summary_tokens(history.summary, settings, hidden)
+    return list(reversed(_fit_window(history.window, history.tokens, room, settings.counter)))
+
+
+def _backlog_that_fits(history: _History, settings: FoldSettings, room: int) -> list[StoredMessage]:
+    """The newest messages of the backlog that fit in `room` with the summary message, oldest first; each one shown
+    is one fewer that the summary message notes as not summarized."""
+    shown: list[StoredMessage] = []
+    used = 0
+    for message in reversed(history.backlog):
+        size = history.tokens[message.id]
+        hidden = history.older_than_window - len(shown) - 1
+        if used + size + _summary_tokens(history.summary, settings, hidden) > room:
+            break
+        shown.append(message)
+        used += size
+    return shown[::-1]
+
+
+def _foldable(history: _History, send: Sequence[StoredMessage], settings: FoldSettings) -> tuple[StoredMessage, ...]:
+    """Unfolded messages older than the oldest window message sent, from the cursor forwards without a gap (only
+    what was read from the cursor when some were not read), never an upcoming one, at most `catch_up_bound`."""
+    window_ids = {m.id for m in history.window}
+    window_start = next((m.cursor for m in send if m.id in window_ids), None)
+    foldable = [m for m in history.unfolded if window_start is None or m.cursor < window_start]
+    if history.unread:
+        foldable = [m for m in foldable if m.id in history.from_cursor]
+    return tuple(m for m in foldable if m.id not in history.upcoming)[: settings.catch_up_bound]
+
+
+def _fold_reason(history: _History, settings: FoldSettings) -> str | None:
+    """Why a fold is due: the summary and the unfolded history pass `budget_trigger_share` of the budget, or the
+    unfolded messages older than the window reach Fold Batch."""
+    budget = settings.history_token_budget
+    if budget > 0 and _unfolded_tokens(history, settings) > settings.budget_trigger_share * budget:
+        return "history token budget"
+    if history.older_than_window >= settings.fold_batch:
+        return "fold batch"
+    return None
+
+
+def _unfolded_tokens(history: _History, settings: FoldSettings) -> int:
+    """Tokens of the summary message without its note and of every unfolded message."""
+    bare_summary = render_summary_message(history.summary, settings.pinned_keys, 0) or ""
+    return settings.counter.text(bare_summary) + sum(history.tokens[m.id] for m in history.unfolded)
+
+
+def _backing_off(summary: Summary, now: datetime) -> bool:
+    return summary.retry_after is not None and now < summary.retry_after
+
+
+def _plan(
+    history: _History,
+    send: Sequence[StoredMessage],
+    settings: FoldSettings,
+    fold: Sequence[StoredMessage],
+    reason: str | None,
+    postponed: bool = False,
+) -> Plan:
+    """The plan, with the summary message noting the unfolded messages that are not sent, and its tokens."""
+    sent_ids = {m.id for m in send}
+    not_summarized = history.unread + sum(1 for m in history.unfolded if m.id not in sent_ids)
+    summary_text = _summary_message(history.summary, settings, not_summarized)
+    counter = settings.counter
     return Plan(
-        fold=tuple(foldable) if reason and not postponed else (),
-        send=tuple(sent),
+        fold=tuple(fold),
+        send=tuple(send),
         summary_text=summary_text,
         not_summarized=not_summarized,
-        history_tokens=history_tokens,
+        history_tokens=sum(counter.message(m) for m in send) + (counter.text(summary_text) if summary_text else 0),
         reason=reason,
         postponed=postponed,
     )
@@ -177,13 +252,17 @@ def _merged(older: Sequence[StoredMessage], messages: Sequence[StoredMessage]) -
     return sorted(by_id.values(), key=lambda m: m.cursor)
 
 
-def _summary_message(summary: Summary, settings: FoldSettings, not_summarized: int, cap: int | None) -> str | None:
-    """The summary message, cut with a marker if it would leave no room for the newest exchange."""
+def _summary_message(summary: Summary, settings: FoldSettings, not_summarized: int) -> str | None:
+    """The summary message, cut with a marker if it would leave no room in the budget for the newest exchange."""
     text = render_summary_message(summary, settings.pinned_keys, not_summarized)
+    budget = settings.history_token_budget
+    if text is None or budget <= 0:
+        return text
+    cap = budget - settings.newest_exchange_tokens
     body = render_summary_message(summary, settings.pinned_keys, 0) or SUMMARY_PREFIX
     widest_note = "\n\n" + not_summarized_note(999_999)
     counter = settings.counter
-    if text is None or cap is None or counter.text(body + widest_note) <= cap:
+    if counter.text(body + widest_note) <= cap:
         return text
     cut = cut_text_to_tokens(body, cap - counter.text(widest_note), counter)
     if not not_summarized:
@@ -191,35 +270,32 @@ def _summary_message(summary: Summary, settings: FoldSettings, not_summarized: i
     return cut + "\n\n" + not_summarized_note(not_summarized)
 
 
+def _summary_tokens(summary: Summary, settings: FoldSettings, not_summarized: int) -> int:
+    return settings.counter.text(_summary_message(summary, settings, not_summarized) or "")
+
+
 def _fit_window(
-    window: Sequence[StoredMessage], tokens: dict[str, int], room: int | None, counter: TokenCounter
+    window: Sequence[StoredMessage], tokens: dict[str, int], room: int, counter: TokenCounter
 ) -> list[StoredMessage]:
-    """The window's messages that go, newest first: all that fit, the newest exchange always (cut if it must be)."""
-    if room is None:
-        return list(reversed(window))
-    newest_exchange = [m.id for m in window[-2:]]
+    """The window's messages that go, newest first: all that fit, the newest exchange always (cut if it must be).
+    Past what fits, only a message alone larger than `room` goes, cut, when what is left is worth sending."""
+    exchange = [m.id for m in window[-2:]]
     sent: list[StoredMessage] = []
     used = 0
     for message in reversed(window):
+        newest = len(exchange) == 2 and message.id == exchange[-1]
+        # While the newest message is placed, room stays for the user message of the newest exchange, which comes next.
+        held = min(tokens[exchange[0]], MIN_CUT_TOKENS) if newest else 0
         size = tokens[message.id]
-        if message.id == newest_exchange[-1] and len(newest_exchange) == 2:
-            size_with_reserve = size + min(tokens[newest_exchange[0]], MIN_CUT_TOKENS)
-        else:
-            size_with_reserve = size
-        if used + size_with_reserve <= room:
+        if used + size + held <= room:
             sent.append(message)
             used += size
-            continue
-        left = room - used
-        newest = message.id == newest_exchange[-1] and len(newest_exchange) == 2
-        if newest:
-            # Leave room for the user message of the newest exchange, which comes next.
-            left -= min(tokens[newest_exchange[0]], MIN_CUT_TOKENS)
-        if message.id in newest_exchange or (size > room and left >= MIN_CUT_TOKENS):
-            cut = cut_to_tokens(message, left, counter)
+        elif message.id in exchange or (size > room and room - used - held >= MIN_CUT_TOKENS):
+            cut = cut_to_tokens(message, room - used - held, counter)
             sent.append(cut)
             used += counter.message(cut)
-            if newest:
-                continue
-        break
+            if not newest:
+                break
+        else:
+            break
     return sent

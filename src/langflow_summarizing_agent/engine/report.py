@@ -49,13 +49,8 @@ def status_text(turn: Turn, previous: FoldResult | None = None, *, name: str = "
     ]
     if previous is not None:
         sentences.append(fold_after_reply_text(previous))
-    folded = _folded(turn)
-    if folded and turn.inline:
-        sentences.append(
-            f"This turn folded {folded} messages in {_calls(turn)}: older messages could not reach the model otherwise"
-        )
-    elif folded:
-        sentences.append(f"This turn folded {folded} messages in {_calls(turn)}")
+    if _folded(turn):
+        sentences.append(f"This turn folded {_folded(turn)} messages in {_calls(turn)}")
     if turn.busy:
         sentences.append(BUSY_NOTE)
     if turn.due:

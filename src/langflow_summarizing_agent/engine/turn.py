@@ -23,7 +23,7 @@ from functools import cached_property
 from langchain_core.messages import BaseMessage
 
 from langflow_summarizing_agent.engine.fold import FoldResult, SaveFailures, Summarizer, fold
-from langflow_summarizing_agent.engine.plan import Plan, TurnRead, is_compaction_exchange, plan_turn
+from langflow_summarizing_agent.engine.plan import Plan, TurnRead, is_compaction_exchange, plan_compaction, plan_turn
 from langflow_summarizing_agent.engine.read import read_turn
 from langflow_summarizing_agent.engine.records import StoredMessage, Summary, utcnow
 from langflow_summarizing_agent.engine.settings import FoldSettings
@@ -73,7 +73,7 @@ def _plan(read: TurnRead, settings: FoldSettings, now: datetime) -> Plan:
 
 
 def _plan_compaction(read: TurnRead, settings: FoldSettings, now: datetime) -> Plan:
-    return plan_turn(read, settings, compact=True, now=now)
+    return plan_compaction(read, settings, now=now)
 
 
 async def _read_and_plan(
