@@ -3,8 +3,10 @@ last resort. The History Token Budget then holds in real tokens whatever the tex
 
 from __future__ import annotations
 
+import os
 import random
 import socket
+from collections.abc import Iterator, MutableMapping
 
 import pytest
 
@@ -94,6 +96,56 @@ def test_the_models_tokenizer_loads_without_the_network(monkeypatch):
     assert counter_for("claude-sonnet-4-5").encoding == "o200k_base"
     assert counter_for(None).encoding == "o200k_base"
     assert counter_for("gpt-4o-mini").text("hello world") == 2 + MESSAGE_FRAMING
+
+
+class WatchedEnviron(MutableMapping[str, str]):
+    """`os.environ`, recording every change made through it."""
+
+    def __init__(self, environ: MutableMapping[str, str]) -> None:
+        self.environ = environ
+        self.changes: list[str] = []
+
+    def __getitem__(self, key: str) -> str:
+        return self.environ[key]
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self.changes.append(f"set {key}")
+        self.environ[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        self.changes.append(f"deleted {key}")
+        del self.environ[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.environ)
+
+    def __len__(self) -> int:
+        return len(self.environ)
+
+
+def test_loading_a_tokenizer_leaves_the_environment_unchanged(monkeypatch):
+    load_encoding.cache_clear()
+    watched = WatchedEnviron(os.environ)
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "environ", watched)
+        counter = counter_for("gpt-4o-mini")
+    assert counter.encoding == "o200k_base"
+    assert watched.changes == []
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_an_encoding_is_built_as_tiktoken_builds_it(monkeypatch, name):
+    from tiktoken_ext import openai_public
+
+    ours = load_encoding(name)
+    assert ours is not None
+    monkeypatch.setattr(openai_public, "load_tiktoken_bpe", lambda *args, **kwargs: ours._mergeable_ranks)
+    theirs = getattr(openai_public, name)()
+    assert (ours.name, ours._pat_str, ours._special_tokens) == (
+        theirs["name"],
+        theirs["pat_str"],
+        theirs["special_tokens"],
+    )
 
 
 def test_without_an_offline_copy_the_estimate_is_the_last_resort(monkeypatch, tmp_path):

@@ -17,6 +17,7 @@ end).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.util
 import json
@@ -24,17 +25,19 @@ import logging
 import math
 import os
 import tempfile
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from langflow_summarizing_agent.engine.records import StoredMessage
+
+if TYPE_CHECKING:
+    from tiktoken import Encoding
 
 logger = logging.getLogger(__name__)
 
@@ -49,10 +52,39 @@ ENCODING_SHA256 = {
     "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
 }
 """The encodings that load offline, with the SHA-256 tiktoken publishes for each file."""
+_SPLIT_PATTERNS = {
+    "o200k_base": "|".join(
+        [
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""\p{N}{1,3}""",
+            r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+            r"""\s*[\r\n]+""",
+            r"""\s+(?!\S)""",
+            r"""\s+""",
+        ]
+    ),
+    "cl100k_base": (
+        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+|"""
+        r""" ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+    ),
+}
+_SPECIAL_TOKENS = {
+    "o200k_base": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+    "cl100k_base": {
+        "<|endoftext|>": 100257,
+        "<|fim_prefix|>": 100258,
+        "<|fim_middle|>": 100259,
+        "<|fim_suffix|>": 100260,
+        "<|endofprompt|>": 100276,
+    },
+}
+"""How each encoding splits text and its special tokens, as tiktoken builds them (`tiktoken_ext/openai_public.py`):
+the encoding is built from the verified file directly, without tiktoken's loader, which finds its file through the
+environment and may download it."""
 MAX_REMEMBERED_CHARS = 20_000
 """Texts up to this long have their token count remembered (at most 8,192 of them)."""
 _ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
-_LOADING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -93,13 +125,14 @@ class TokenCounter:
         return sum(self._raw_text(_content_text(m)) + MESSAGE_FRAMING for m in messages)
 
     def _raw_text(self, text: str) -> int:
-        if self._encoder() is None:
+        encoder = self._encoder()
+        if encoder is None:
             return math.ceil(len(text) / 4)
         if len(text) > MAX_REMEMBERED_CHARS:
-            return len(self._encoder().encode_ordinary(text))
-        return _encoded_length(self.encoding, text)
+            return len(encoder.encode_ordinary(text))
+        return _encoded_length(encoder, text)
 
-    def _encoder(self) -> Any:
+    def _encoder(self) -> Encoding | None:
         return load_encoding(self.encoding) if self.encoding else None
 
     def scaled(self, scale: float) -> TokenCounter:
@@ -110,10 +143,10 @@ class TokenCounter:
 
 
 @lru_cache(maxsize=8_192)
-def _encoded_length(encoding: str, text: str) -> int:
-    """Tokens of `text` in `encoding`, remembered: a turn counts the same window and summary many times, and the
-    next turn counts them again."""
-    return len(load_encoding(encoding).encode_ordinary(text))
+def _encoded_length(encoder: Encoding, text: str) -> int:
+    """Tokens of `text` in `encoder`, remembered: a turn counts the same window and summary many times, and the next
+    turn counts them again."""
+    return len(encoder.encode_ordinary(text))
 
 
 ESTIMATE = TokenCounter()
@@ -123,49 +156,50 @@ ESTIMATE = TokenCounter()
 def counter_for(model_name: str | None, scale: float = 1.0) -> TokenCounter:
     """The counter for a model: its tiktoken encoding when tiktoken knows the name, else `o200k_base`; the
     estimate when no encoding loads offline."""
-    encoding = DEFAULT_ENCODING
-    if model_name:
-        try:
-            from tiktoken.model import encoding_name_for_model
+    for encoding in (_encoding_name(model_name), DEFAULT_ENCODING):
+        if encoding in ENCODING_SHA256 and load_encoding(encoding) is not None:
+            return TokenCounter(encoding, scale)
+    return TokenCounter(None, scale)
 
-            encoding = encoding_name_for_model(model_name)
-        except (ImportError, KeyError):
-            encoding = DEFAULT_ENCODING
-    if encoding not in ENCODING_SHA256 or load_encoding(encoding) is None:
-        encoding = DEFAULT_ENCODING if load_encoding(DEFAULT_ENCODING) is not None else None
-    return TokenCounter(encoding, scale)
+
+def _encoding_name(model_name: str | None) -> str:
+    """The tiktoken encoding of a model tiktoken knows by name, else `DEFAULT_ENCODING`."""
+    if not model_name:
+        return DEFAULT_ENCODING
+    try:
+        from tiktoken.model import encoding_name_for_model
+
+        return encoding_name_for_model(model_name)
+    except (ImportError, KeyError):
+        return DEFAULT_ENCODING
 
 
 @cache
-def load_encoding(name: str) -> Any:
+def load_encoding(name: str) -> Encoding | None:
     """The tiktoken encoding `name` from a local copy whose SHA-256 is the published one; None when there is none
     (then nothing is downloaded)."""
     expected = ENCODING_SHA256.get(name)
-    folder = _local_copy(name, expected) if expected else None
-    if folder is None:
+    contents = _local_copy(name, expected) if expected else None
+    if contents is None:
         logger.info("Summarizing Agent: no offline copy of the %s encoding; counting with the estimate", name)
         return None
-    import tiktoken
+    try:
+        import tiktoken
 
-    # tiktoken reads an encoding from its cache folder when the file there has the expected hash, so pointing the
-    # cache at the verified copy loads it without the network. The variable is set only while loading.
-    with _LOADING:
-        before = os.environ.get("TIKTOKEN_CACHE_DIR")
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
-        try:
-            return tiktoken.get_encoding(name)
-        except Exception:  # noqa: BLE001 - a tokenizer that does not load leaves the estimate
-            logger.warning("Summarizing Agent: the %s encoding did not load; counting with the estimate", name)
-            return None
-        finally:
-            if before is None:
-                os.environ.pop("TIKTOKEN_CACHE_DIR", None)
-            else:
-                os.environ["TIKTOKEN_CACHE_DIR"] = before
+        return tiktoken.Encoding(
+            name,
+            pat_str=_SPLIT_PATTERNS[name],
+            mergeable_ranks=_mergeable_ranks(contents),
+            special_tokens=_SPECIAL_TOKENS[name],
+        )
+    except Exception:  # noqa: BLE001 - a tokenizer that does not load leaves the estimate
+        logger.warning("Summarizing Agent: the %s encoding did not load; counting with the estimate", name)
+        return None
 
 
-def _local_copy(name: str, expected_sha256: str) -> Path | None:
-    """A folder holding the encoding under tiktoken's cache file name, with the published content."""
+def _local_copy(name: str, expected_sha256: str) -> bytes | None:
+    """The encoding file's content with the published SHA-256, from a folder holding it under tiktoken's cache file
+    name: the copy the `litellm` wheel ships, or tiktoken's cache."""
     file_name = hashlib.sha1(_ENCODING_URL.format(name).encode()).hexdigest()
     folders = [os.environ.get("TIKTOKEN_CACHE_DIR"), os.environ.get("DATA_GYM_CACHE_DIR")]
     spec = importlib.util.find_spec("litellm")
@@ -173,13 +207,23 @@ def _local_copy(name: str, expected_sha256: str) -> Path | None:
         folders.insert(0, str(Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"))
     folders.append(str(Path(tempfile.gettempdir()) / "data-gym-cache"))
     for folder in filter(None, folders):
-        path = Path(folder) / file_name
         try:
-            if hashlib.sha256(path.read_bytes()).hexdigest() == expected_sha256:
-                return Path(folder)
+            contents = (Path(folder) / file_name).read_bytes()
         except OSError:
             continue
+        if hashlib.sha256(contents).hexdigest() == expected_sha256:
+            return contents
     return None
+
+
+def _mergeable_ranks(contents: bytes) -> dict[bytes, int]:
+    """The ranks of a `.tiktoken` file: one base64 token and its rank a line (tiktoken's `load_tiktoken_bpe`)."""
+    ranks = {}
+    for line in contents.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
 
 
 def _content_text(message: BaseMessage) -> str:
