@@ -6,13 +6,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from langflow_summarizing_agent.wiring import runtime
-from langflow_summarizing_agent.wiring.timing import AfterReply, install_reply_listener
+from langflow_summarizing_agent.wiring.timing import AfterReply
 
 
 @contextmanager
 def folding_after_replies(max_running: int | None = None) -> Iterator[AfterReply]:
     """A runtime whose folds run after the reply, current while the block runs; yields its timing."""
-    install_reply_listener()
+    runtime.install_reply_listener()
     folds = AfterReply(max_running)
     with runtime.using(runtime.Runtime(timing=folds)):
         yield folds

@@ -47,7 +47,7 @@ def install_routes_and_listeners(app: RouteTarget) -> None:
     app.include_router(api.router)
     lifecycle.install_listeners()
     installed = runtime.install(runtime.Runtime(timing=timing.AfterReply(timing.max_running_from_environment())))
-    timing.install_reply_listener()
+    runtime.install_reply_listener()
     if isinstance(installed.timing, timing.AfterReply):
         _add_shutdown_hook(installed.timing.shutdown)
     _follow_the_servers_log_level()

@@ -11,8 +11,8 @@ Both answer `/compact` with a fold in the turn (`AfterReply` first waits for the
 "After the reply" is one mechanism for both components: the fold waits for the session's reply signal
 (`AfterReply.replied`), with no polling. The Agent signals when its build ends, as the reply is its own output;
 any component's reply signals when Langflow stores it (a message of another sender than the user in the session,
-seen by the listener `install_reply_listener` installs). A fold whose reply never comes (a build that failed before
-storing one) runs after `REPLY_WAIT_SECONDS`, or is replaced by the session's next turn.
+seen by the listener `runtime.install_reply_listener` installs). A fold whose reply never comes (a build that failed
+before storing one) runs after `REPLY_WAIT_SECONDS`, or is replaced by the session's next turn.
 
 `AfterReply` keeps at most one fold per session scope, and at most `max_running` summary calls at once in the
 process (`SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS`, default 4); more folds wait for a place, one per session:
@@ -35,7 +35,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from langflow_summarizing_agent.engine.fold import FoldResult, SaveFailures, Summarizer
 from langflow_summarizing_agent.engine.records import Summary
@@ -296,35 +296,3 @@ def max_running_from_environment() -> int | None:
     except ValueError:
         msg = f"{MAX_RUNNING_ENV} must be a whole number of folds, got {raw!r}"
         raise ValueError(msg) from None
-
-
-REPLIES_KEY = "summarizing_agent_replies"
-"""Where a database session keeps the sessions that got a reply, from its flush to its commit."""
-
-
-def install_reply_listener() -> None:
-    """Signal the current runtime's timing when Langflow stores a message of another sender than the user: the
-    session's reply. Installed once, on SQLAlchemy's `Session` (Langflow's async sessions run on it)."""
-    from sqlalchemy import event
-    from sqlalchemy.orm import Session
-
-    if event.contains(Session, "after_flush", _collect_replies):
-        return
-    event.listen(Session, "after_flush", _collect_replies)
-    event.listen(Session, "after_commit", _signal_replies)
-
-
-def _collect_replies(session: Any, _flush: Any) -> None:
-    from langflow.services.database.models.message.model import MessageTable
-
-    for row in session.new:
-        if isinstance(row, MessageTable) and row.sender != "User" and row.session_id:
-            session.info.setdefault(REPLIES_KEY, set()).add((str(row.flow_id), str(row.session_id)))
-
-
-def _signal_replies(session: Any) -> None:
-    from langflow_summarizing_agent.wiring import runtime
-
-    timing = runtime.current().timing
-    for flow_id, session_id in session.info.pop(REPLIES_KEY, ()):
-        timing.replied(flow_id, session_id)
