@@ -1265,7 +1265,7 @@ def fault_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                 _target(
                     "postgres",
                     users,
-                    f"{name}: most summary calls in one fold, the catch-up included",
+                    f"{name}: most folds in one catch-up, the catch-up included",
                     ours["most_calls_in_one_fold"],
                     f"<= Max Folds per Turn ({most})",
                     ours["most_calls_in_one_fold"] <= most,

@@ -354,7 +354,7 @@ def fault_table(faults: dict[str, dict[str, Any]], faults_commit: str | None = N
         "fold queue wait p95, max",
         "summary calls, failed, wasted",
         "retried within the back-off",
-        "most calls in one fold",
+        "most folds in one catch-up",
         "audit",
     ]
     rows = []

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from langflow_summarizing_agent.engine.fold import FoldResult, SaveFailures, Summarizer
+from langflow_summarizing_agent.engine.fold import CatchUp, SaveFailures, Summarizer
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.report import status_text
 from langflow_summarizing_agent.engine.settings import FoldSettings
@@ -56,7 +56,7 @@ async def prepare_history(store: SessionStore, summarizer: Summarizer, fold_sett
 def fold_job(store: SessionStore, summarizer: Summarizer, fold_settings: FoldSettings) -> Any:
     """A background job as `wiring.agent_turn` starts one: the fold of a turn that folds what is due."""
 
-    async def job() -> FoldResult | None:
+    async def job() -> CatchUp | None:
         return (await prepare_history(store, summarizer, fold_settings)).fold
 
     return job
@@ -198,7 +198,7 @@ class Gate:
         self.started = asyncio.Event()
         self.cancelled = False
 
-    async def fold(self) -> FoldResult | None:
+    async def fold(self) -> CatchUp | None:
         self.started.set()
         try:
             await self.opened.wait()

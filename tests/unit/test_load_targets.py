@@ -31,7 +31,7 @@ def test_each_fault_has_its_rows():
     names = {t["name"].split(":", 1)[0] for t in fault_targets(SAVED)}
     assert names == set(FAULTS)
     assert row(SAVED, "summary_outage", "summary calls within the back-off")
-    assert row(SAVED, "summary_outage", "most summary calls in one fold")
+    assert row(SAVED, "summary_outage", "most folds in one catch-up")
     assert row(SAVED, "slow_summary", "fold queue wait")
     assert row(SAVED, "rejected_saves", "summary calls within the back-off after a rejected save")
 

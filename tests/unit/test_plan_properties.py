@@ -39,7 +39,7 @@ from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND, COMPACT_REPL
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX, render_summary_message
 from langflow_summarizing_agent.engine.records import Role, StoredMessage, Summary
 from langflow_summarizing_agent.engine.report import problems
-from langflow_summarizing_agent.engine.settings import DEFAULT_BUDGET_TRIGGER_SHARE, MAX_FOLD_MESSAGES, FoldSettings
+from langflow_summarizing_agent.engine.settings import DEFAULT_BUDGET_TRIGGER_SHARE, MAX_MESSAGES_PER_FOLD, FoldSettings
 from langflow_summarizing_agent.engine.tokens import CUT_MARKER
 from langflow_summarizing_agent.engine.turn import Turn, fold_if_due, read_and_plan
 from langflow_summarizing_agent.engine.turn import compact as compact_turn
@@ -91,7 +91,7 @@ def fold_settings(draw: st.DrawFn) -> FoldSettings:
         summary_words=draw(st.sampled_from([20, 60, 300])),
         pinned_keys=draw(st.sampled_from([(), PINNED])),
         max_folds_per_turn=draw(st.integers(1, 4)),
-        max_fold_messages=draw(st.one_of(st.integers(1, 5), st.just(MAX_FOLD_MESSAGES))),
+        max_messages_per_fold=draw(st.one_of(st.integers(1, 5), st.just(MAX_MESSAGES_PER_FOLD))),
         history_token_budget=0,
     )
     least = max(chosen.summary_reserve + chosen.newest_exchange_tokens, 200)
@@ -403,7 +403,7 @@ class VerbatimPolicy(RuleBasedStateMachine):
 
         assert len(batches) <= chosen.max_folds_per_turn, f"{len(batches)} summarizer calls in one turn"
         assert fold_calls(turn) == len(batches)
-        assert all(0 < len(batch) <= chosen.max_fold_messages for batch in batches)
+        assert all(0 < len(batch) <= chosen.max_messages_per_fold for batch in batches)
 
         assert all(m.startswith("m") for m in taken), f"a /compact exchange is folded: {taken}"
         unfolded = [m.id for m in visible if not before.covers(m)]
@@ -411,7 +411,8 @@ class VerbatimPolicy(RuleBasedStateMachine):
         assert not set(taken) & self.folded, f"messages folded twice: {sorted(set(taken) & self.folded)[:5]}"
 
         planned = [m.id for m in self.plans[0].fold]
-        chunks = [planned[i : i + chosen.max_fold_messages] for i in range(0, len(planned), chosen.max_fold_messages)]
+        size = chosen.max_messages_per_fold
+        chunks = [planned[i : i + size] for i in range(0, len(planned), size)]
         failed = any("fold failed" in problem for problem in problems(turn))
         assert batches[: len(chunks)] == chunks[: len(batches)], "the summarizer is not given the planned fold"
         assert failed or len(batches) >= min(len(chunks), chosen.max_folds_per_turn), "the fold stopped early"
@@ -575,7 +576,7 @@ def test_after_the_fold_that_planned_with_the_reply_the_next_turn_folds_nothing_
     """A fold after the reply plans with the reply not stored yet; the next turn, which reads it stored, then finds
     no fold it must make before its model call, unless the fold used all of Max Folds per Turn."""
     assume(chosen.n_messages >= 2)
-    chosen = replace(chosen, max_fold_messages=MAX_FOLD_MESSAGES)
+    chosen = replace(chosen, max_messages_per_fold=MAX_MESSAGES_PER_FOLD)
     count = len(earlier)
     store = InMemoryStore([stored(i, tokens, ROLES[(count - i) % 2]) for i, tokens in enumerate(earlier)])
     summarizer = RecordingSummarizer()

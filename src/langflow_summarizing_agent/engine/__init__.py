@@ -7,7 +7,7 @@ A turn is three steps (`turn`):
 - *plan* (`plan.plan_turn`): pure; the verbatim policy decides what goes word for word (the window) and what is
   folded;
 - *fold* (`fold.fold`): at most Max Folds per Turn summary calls and one compare-and-swap save; it returns a
-  `FoldResult` rather than changing anything it was given.
+  `CatchUp` rather than changing anything it was given.
 
 The engine sees storage only through `store.SessionStore` and the summary model only as a `fold.Summarizer`, so
 it is tested with fakes and runs unchanged on SQLite and PostgreSQL. `settings` holds every default and check,

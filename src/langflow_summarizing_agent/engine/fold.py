@@ -1,11 +1,12 @@
 """Where a fold happens: older messages folded into the session's summary, with one compare-and-swap save.
 
-`fold()` reads in three steps. It summarizes (`_summarize`): the plan's fold goes to the summary model in batches
-of at most `max_fold_messages`, one call each, planning again with each new summary while more is due, and stops at
-Max Folds per Turn calls. It decides the summary to save (`_summary_to_save`): the folded one, or the one read with
-the back-off of a failure. It saves once (`_save`), by compare-and-swap against the summary it read: saved, lost to
-another run, or failed. It returns a `FoldResult`: the summary the turn goes on with, or the failure with its
-back-off. It never raises for the summary model or the store: a failed fold never fails a turn.
+A fold is one summary call over at most `max_messages_per_fold` messages. `catch_up()` makes a turn's folds and
+reads in three steps. It summarizes (`_summarize`): the plan's fold goes to the summary model, one fold at a time,
+planning again with each new summary while more is due, and stops at Max Folds per Turn folds. It decides the
+summary to save (`_summary_to_save`): the folded one, or the one read with the back-off of a failure. It saves once
+(`_save`), by compare-and-swap against the summary it read: saved, lost to another run, or failed. It returns a
+`CatchUp`: the summary the turn goes on with, or the failure with its back-off. It never raises for the summary
+model or the store: a failed fold never fails a turn.
 
 When a fold runs (in the turn, after the reply, after the session's running fold) is its caller's choice.
 """
@@ -47,7 +48,7 @@ Summarizer = Callable[[list[BaseMessage]], Awaitable[str]]
 
 
 @dataclass(frozen=True)
-class FoldResult:
+class CatchUp:
     """What a fold did. `summary` is the summary the turn goes on with: the one saved, the one another run saved
     first, or the one read with the back-off of this failure."""
 
@@ -100,7 +101,7 @@ class SaveFailures:
         return replace(summary, failed_folds=max(summary.failed_folds, failure[0]), retry_after=failure[1])
 
 
-async def fold(
+async def catch_up(
     read: TurnRead,
     plan: Plan,
     settings: FoldSettings,
@@ -110,7 +111,7 @@ async def fold(
     now: Callable[[], datetime],
     failures: SaveFailures,
     prefix: Sequence[BaseMessage] | None = None,
-) -> FoldResult:
+) -> CatchUp:
     """Fold `plan.fold` and what becomes due after it, in at most Max Folds per Turn summary calls; save once.
 
     `prefix` is the prompt the agent just sent and its reply: when the first batch is the messages that follow the
@@ -120,7 +121,7 @@ async def fold(
     started = time.monotonic()
     folds = await _summarize(read, plan, settings, summarizer, now, prefix)
     saved = await _save(store, read.summary, _summary_to_save(read.summary, folds, settings, now), failures, now)
-    return FoldResult(
+    return CatchUp(
         summary=saved.summary,
         folded=folds.folded if saved.is_this_fold else 0,
         calls=folds.calls,
@@ -167,9 +168,9 @@ async def _summarize(
 async def _fold_round(
     folds: _Folds, plan: Plan, settings: FoldSettings, summarizer: Summarizer, prefix: Sequence[BaseMessage] | None
 ) -> _Folds:
-    """The plan's fold in batches of at most `max_fold_messages`, one summary call each, while calls are left; the
+    """The plan's fold in batches of at most `max_messages_per_fold`, one summary call each, while calls are left; the
     first failed call ends it."""
-    size = settings.max_fold_messages
+    size = settings.max_messages_per_fold
     for start in range(0, len(plan.fold), size):
         if folds.calls >= settings.max_folds_per_turn or folds.problems:
             break

@@ -84,7 +84,7 @@ def plan_turn(read: TurnRead, settings: FoldSettings, *, now: datetime) -> Plan:
        word too while the whole window and they fit: a message leaves the model's view only by being folded, or,
        while folds fail or wait, counted as not summarized yet.
     3. A fold takes only unfolded messages older than the oldest message of the window that is sent, from the
-       cursor forwards, at most `catch_up_bound` of them. It is due when those older than the window reach Fold
+       cursor forwards, at most `catch_up_messages` of them. It is due when those older than the window reach Fold
        Batch, or when the summary and the unfolded history pass `budget_trigger_share` of the budget; it waits
        while the back-off of earlier failures runs (`postponed`).
     """
@@ -178,13 +178,13 @@ def _backlog_that_fits(history: _History, settings: FoldSettings, room: int) -> 
 
 def _foldable(history: _History, send: Sequence[StoredMessage], settings: FoldSettings) -> tuple[StoredMessage, ...]:
     """Unfolded messages older than the oldest window message sent, from the cursor forwards without a gap (only
-    what was read from the cursor when some were not read), never an upcoming one, at most `catch_up_bound`."""
+    what was read from the cursor when some were not read), never an upcoming one, at most `catch_up_messages`."""
     window_ids = {m.id for m in history.window}
     window_start = next((m.cursor for m in send if m.id in window_ids), None)
     foldable = [m for m in history.unfolded if window_start is None or m.cursor < window_start]
     if history.unread:
         foldable = [m for m in foldable if m.id in history.from_cursor]
-    return tuple(m for m in foldable if m.id not in history.upcoming)[: settings.catch_up_bound]
+    return tuple(m for m in foldable if m.id not in history.upcoming)[: settings.catch_up_messages]
 
 
 def _fold_reason(history: _History, settings: FoldSettings) -> str | None:

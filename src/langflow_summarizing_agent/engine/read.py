@@ -67,7 +67,7 @@ async def _from_cursor(
     older: list[StoredMessage] = []
     taken = 0
     for message in between:
-        if taken == settings.catch_up_bound:
+        if taken == settings.catch_up_messages:
             break
         older.append(message)
         taken += not is_compaction_exchange(message)

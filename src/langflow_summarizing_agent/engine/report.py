@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from datetime import datetime
 
-from langflow_summarizing_agent.engine.fold import FoldResult
+from langflow_summarizing_agent.engine.fold import CatchUp
 from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX
 from langflow_summarizing_agent.engine.records import utcnow
 from langflow_summarizing_agent.engine.turn import Turn
@@ -40,7 +40,7 @@ def verbatim_history_tokens(turn: Turn) -> int:
     return turn.verbatim_history_tokens
 
 
-def status_text(turn: Turn, previous: FoldResult | None = None, *, name: str = "Summarizing Agent") -> str:
+def status_text(turn: Turn, previous: CatchUp | None = None, *, name: str = "Summarizing Agent") -> str:
     """The status of the component `name`: what the model got, against sending the whole conversation verbatim,
     then what this turn did. `previous` is the fold that ran after the previous reply, if this process ran one."""
     sentences = [
@@ -67,7 +67,7 @@ def memory_step_text(
     pinned_keys: Sequence[str],
     seconds: float,
     now: datetime | None = None,
-    previous: FoldResult | None = None,
+    previous: CatchUp | None = None,
 ) -> str:
     """The Playground's memory step: counts, token estimates and pinned key names."""
     summary = turn.summary
@@ -98,7 +98,7 @@ def memory_step_text(
     return "Memory: " + MEMORY_STEP_SEPARATOR.join(parts)
 
 
-def fold_after_reply_text(result: FoldResult) -> str:
+def fold_after_reply_text(result: CatchUp) -> str:
     if result.problems:
         return "The fold after the previous reply failed: " + "; ".join(result.problems)
     return (

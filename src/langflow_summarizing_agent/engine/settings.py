@@ -33,9 +33,9 @@ DEFAULT_BUDGET_TRIGGER_SHARE = 0.8
 """Share of the budget that, once passed by the summary and the unfolded history, folds early (LibreChat's
 compaction threshold)."""
 DEFAULT_MAX_FOLDS_PER_TURN = 3
-"""Catch-up bound: summary calls one turn may make."""
+"""Folds (summary calls) one catch-up may make: a turn inline, or the fold after the reply."""
 DEFAULT_SUMMARY_TIMEOUT_SECONDS = 60.0
-MAX_FOLD_MESSAGES = 60
+MAX_MESSAGES_PER_FOLD = 60
 """Messages sent to the summary model in one call."""
 MAX_MESSAGE_CHARS = 4_000
 """Each message is cut to this many characters in a fold."""
@@ -70,7 +70,7 @@ class FoldSettings:
     history_token_budget: int = DEFAULT_HISTORY_TOKEN_BUDGET
     budget_trigger_share: float = DEFAULT_BUDGET_TRIGGER_SHARE
     max_folds_per_turn: int = DEFAULT_MAX_FOLDS_PER_TURN
-    max_fold_messages: int = MAX_FOLD_MESSAGES
+    max_messages_per_fold: int = MAX_MESSAGES_PER_FOLD
     max_message_chars: int = MAX_MESSAGE_CHARS
     summary_model: str | None = None
     summary_timeout: float = DEFAULT_SUMMARY_TIMEOUT_SECONDS
@@ -122,9 +122,9 @@ class FoldSettings:
         return self.n_messages + 2 * self.fold_batch
 
     @property
-    def catch_up_bound(self) -> int:
-        """Most messages one turn folds."""
-        return self.max_folds_per_turn * self.max_fold_messages
+    def catch_up_messages(self) -> int:
+        """Most messages one catch-up folds."""
+        return self.max_folds_per_turn * self.max_messages_per_fold
 
     @property
     def summary_reserve(self) -> int:

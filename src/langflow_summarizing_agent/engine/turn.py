@@ -2,7 +2,7 @@
 
     read = await read_turn(store, settings)            # one store call, a frozen TurnRead
     plan = plan_turn(read, settings, now=...)          # pure: what goes word for word, what is folded
-    result = await fold(read, plan, settings, ...)     # at most Max Folds per Turn calls, one compare-and-swap save
+    result = await catch_up(read, plan, ...)           # at most Max Folds per Turn folds, one compare-and-swap save
 
 The entry points, each returning a `Turn` that says what happened:
 - `read_and_plan()`: the first two steps; a due fold is left for later (`Turn.due`);
@@ -22,7 +22,7 @@ from functools import cached_property
 
 from langchain_core.messages import BaseMessage
 
-from langflow_summarizing_agent.engine.fold import FoldResult, SaveFailures, Summarizer, fold
+from langflow_summarizing_agent.engine.fold import CatchUp, SaveFailures, Summarizer, catch_up
 from langflow_summarizing_agent.engine.plan import Plan, TurnRead, is_compaction_exchange, plan_compaction, plan_turn
 from langflow_summarizing_agent.engine.read import read_turn
 from langflow_summarizing_agent.engine.records import StoredMessage, Summary, utcnow
@@ -38,8 +38,8 @@ class Turn:
     read: TurnRead
     plan: Plan
     """The plan the model's history comes from (after the fold, when there was one)."""
-    fold: FoldResult | None = None
-    """The fold this turn made, if it made one."""
+    fold: CatchUp | None = None
+    """The folds this turn made, if it made any."""
     busy: bool = False
     """A fold was due and the session's fold lock was held elsewhere: this turn used the previous summary."""
     due: str | None = None
@@ -134,7 +134,7 @@ async def _fold_under_lock(
         turn = await _read_and_plan(store, settings, planner, upcoming=upcoming, now=now, failures=failures)
         if not turn.plan.fold:
             return turn
-        result = await fold(
+        result = await catch_up(
             turn.read, turn.plan, settings, summarizer, store, now=now, failures=failures, prefix=prefix
         )
         read = turn.read.with_summary(result.summary)
@@ -154,7 +154,7 @@ async def fold_if_due(
     """Read and plan; when a fold is due, fold now, or, when the session's fold runs elsewhere, say it is busy.
 
     `upcoming` are messages not stored yet that count as the newest (the reply, for the fold after it); `prefix` is
-    the prompt the agent just sent and its reply, for the fold to ask on (`engine.fold.fold`)."""
+    the prompt the agent just sent and its reply, for the fold to ask on (`engine.fold.catch_up`)."""
     turn = await _read_and_plan(store, settings, _plan, upcoming=upcoming, now=now, failures=failures)
     if not turn.plan.fold:
         return turn

@@ -28,7 +28,7 @@ from lfx.schema.message import Message
 from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_NAME_USER, MESSAGE_SENDER_USER
 
 from langflow_summarizing_agent.engine import report
-from langflow_summarizing_agent.engine.fold import FoldResult, Summarizer
+from langflow_summarizing_agent.engine.fold import CatchUp, Summarizer
 from langflow_summarizing_agent.engine.records import Scope, StoredMessage
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import SessionStore
@@ -87,7 +87,7 @@ class KeptTurn:
     turn: Turn | None = None
     pinned_keys: tuple[str, ...] = ()
     seconds: float = 0.0
-    previous: FoldResult | None = None
+    previous: CatchUp | None = None
     """The fold that ran after the previous reply, in this process."""
     observer: UsageObserver | None = None
 
@@ -153,11 +153,11 @@ async def _run(component: Any, part: Part, runtime: Runtime, *, compaction: bool
     return history
 
 
-def _fold_after_reply(part: Part, store: SessionStore, runtime: Runtime) -> Callable[[], Awaitable[FoldResult | None]]:
+def _fold_after_reply(part: Part, store: SessionStore, runtime: Runtime) -> Callable[[], Awaitable[CatchUp | None]]:
     """The fold this turn leaves for after its reply: it plans the next turn, with the reply when the component
     knows it (`Part.after_reply`), and folds what is due before that turn needs it."""
 
-    async def fold_after_reply() -> FoldResult | None:
+    async def fold_after_reply() -> CatchUp | None:
         started = time.monotonic()
         reply = part.after_reply()
         turn = await fold_if_due(

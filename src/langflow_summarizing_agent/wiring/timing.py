@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from langflow_summarizing_agent.engine.fold import FoldResult, SaveFailures, Summarizer
+from langflow_summarizing_agent.engine.fold import CatchUp, SaveFailures, Summarizer
 from langflow_summarizing_agent.engine.records import Summary
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import SessionStore
@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 ScopeKey = tuple[str, ...]
 """A `Scope.key`: flow, owner, session, context."""
-FoldJob = Callable[[], Awaitable[FoldResult | None]]
+FoldJob = Callable[[], Awaitable[CatchUp | None]]
 """The fold a turn leaves for after its reply."""
 
 MAX_RUNNING_ENV = "SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS"
@@ -77,7 +77,7 @@ class FoldTiming(Protocol):
 
     async def compact(self, work: TurnWork) -> Turn: ...
 
-    def previous(self, key: ScopeKey) -> FoldResult | None:
+    def previous(self, key: ScopeKey) -> CatchUp | None:
         """The fold that ran after the session's previous reply, once: the next turn reports it."""
         ...
 
@@ -103,7 +103,7 @@ class Inline:
     async def compact(self, work: TurnWork) -> Turn:
         return await compact(work.store, work.summarizer, work.settings, failures=work.failures)
 
-    def previous(self, key: ScopeKey) -> FoldResult | None:
+    def previous(self, key: ScopeKey) -> CatchUp | None:
         return None
 
     def replied(self, flow_id: str, session_id: str) -> None:
@@ -129,7 +129,7 @@ class AfterReply:
         """The fold each waiting session will run (the newest turn's job), and what it waits for first."""
         self._next: dict[ScopeKey, tuple[FoldJob, Callable[[], Awaitable[None]] | None]] = {}
         """The fold each session runs once its running fold ends: the newest turn's job."""
-        self._outcomes: OrderedDict[ScopeKey, FoldResult] = OrderedDict()
+        self._outcomes: OrderedDict[ScopeKey, CatchUp] = OrderedDict()
         self._replies: dict[ScopeKey, tuple[asyncio.Event, asyncio.AbstractEventLoop]] = {}
         self._places: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
@@ -150,7 +150,7 @@ class AfterReply:
         await self.wait(work.store.scope.key)
         return await compact(work.store, work.summarizer, work.settings, failures=work.failures)
 
-    def previous(self, key: ScopeKey) -> FoldResult | None:
+    def previous(self, key: ScopeKey) -> CatchUp | None:
         return self._outcomes.pop(key, None)
 
     def replied(self, flow_id: str, session_id: str) -> None:
@@ -248,7 +248,7 @@ class AfterReply:
             raise
         except Exception as exc:
             logger.exception("Summarizing Agent: a background fold failed; the summary stays as it was")
-            self._record(key, FoldResult(Summary(), problems=(f"summary store unavailable ({type(exc).__name__})",)))
+            self._record(key, CatchUp(Summary(), problems=(f"summary store unavailable ({type(exc).__name__})",)))
             return
         if result is None:
             return
@@ -257,7 +257,7 @@ class AfterReply:
         if result.calls:
             self._record(key, result)
 
-    async def _when_replied_and_placed(self, key: ScopeKey) -> FoldResult | None:
+    async def _when_replied_and_placed(self, key: ScopeKey) -> CatchUp | None:
         """Run the session's newest job once its reply came and a place is free. A newer turn may replace the job
         meanwhile: its fold waits for that turn's reply."""
         waited: Callable[[], Awaitable[None]] | None = None
@@ -280,7 +280,7 @@ class AfterReply:
             places = self._places[loop] = asyncio.Semaphore(self.max_running)
         return places
 
-    def _record(self, key: ScopeKey, outcome: FoldResult) -> None:
+    def _record(self, key: ScopeKey, outcome: CatchUp) -> None:
         self._outcomes[key] = outcome
         self._outcomes.move_to_end(key)
         while len(self._outcomes) > MAX_OUTCOMES:

@@ -18,7 +18,7 @@ from langflow_summarizing_agent.engine.settings import (
     DEFAULT_SUMMARY_TIMEOUT_SECONDS,
     DEFAULT_SUMMARY_WORDS,
     FIELD_NAMES,
-    MAX_FOLD_MESSAGES,
+    MAX_MESSAGES_PER_FOLD,
 )
 from langflow_summarizing_agent.wiring import agent_turn
 
@@ -130,7 +130,7 @@ class SummarizingAgentComponent(AgentComponent):
             name="max_folds_per_turn",
             display_name=FIELD_NAMES["max_folds_per_turn"],
             info=(
-                f"Most summary calls in one turn, each folding up to {MAX_FOLD_MESSAGES} messages. A long session "
+                f"Most summary calls in one turn, each folding up to {MAX_MESSAGES_PER_FOLD} messages. A long session "
                 "switched on catches up over several turns instead of stalling one."
             ),
             value=DEFAULT_MAX_FOLDS_PER_TURN,

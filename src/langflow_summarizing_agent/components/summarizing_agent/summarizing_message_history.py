@@ -19,7 +19,7 @@ from langflow_summarizing_agent.engine.settings import (
     DEFAULT_SUMMARY_TIMEOUT_SECONDS,
     DEFAULT_SUMMARY_WORDS,
     FIELD_NAMES,
-    MAX_FOLD_MESSAGES,
+    MAX_MESSAGES_PER_FOLD,
 )
 from langflow_summarizing_agent.wiring import agent_turn, history_turn
 
@@ -137,7 +137,7 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
             name="max_folds_per_turn",
             display_name=FIELD_NAMES["max_folds_per_turn"],
             info=(
-                f"Most summary calls in one run, each folding up to {MAX_FOLD_MESSAGES} messages. A long session "
+                f"Most summary calls in one run, each folding up to {MAX_MESSAGES_PER_FOLD} messages. A long session "
                 "switched on catches up over several runs instead of stalling one."
             ),
             value=DEFAULT_MAX_FOLDS_PER_TURN,
