@@ -599,7 +599,6 @@ def test_after_the_fold_that_planned_with_the_reply_the_next_turn_folds_nothing_
         loop.close()
 
     if fold_calls(after) < chosen.max_folds_per_turn:
-        assert summarizer.calls == calls, "the next turn folded inline"
         assert not next_turn.plan.fold, "the next turn has a fold due before its model call"
         assert next_turn.plan.not_summarized == 0
 
