@@ -593,7 +593,6 @@ def test_after_the_fold_that_planned_with_the_reply_the_next_turn_folds_nothing_
         )
         assert message_id(count + 1) not in {m for batch in summarizer.prompts for m in fold_batch_ids(batch)}
         store.messages_stored.append(reply)
-        calls = summarizer.calls
         next_turn = loop.run_until_complete(read_and_plan(store, chosen, failures=SaveFailures()))
     finally:
         loop.close()
