@@ -30,17 +30,15 @@ uncached + s * cached.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import importlib.util
 import json
-import pathlib
 from collections import deque
 from functools import cache, lru_cache
 from typing import Any
 
 import tiktoken
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from langflow_summarizing_agent.engine.tokens import load_encoding
 
 MIN_CACHED_TOKENS = 1_024
 CACHE_STEP = 128
@@ -53,42 +51,18 @@ CACHED_SHARES = (0.1, 0.5)
 TOKENS_PER_MESSAGE = 3
 REPLY_PRIMING = 3
 
-_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
-_O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
-_O200K_PATTERN = "|".join(
-    [
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""\p{N}{1,3}""",
-        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-        r"""\s*[\r\n]+""",
-        r"""\s+(?!\S)""",
-        r"""\s+""",
-    ]
-)
-_O200K_SPECIAL = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 # Framing tokens of a rendered message; ids outside the vocabulary, so they only ever match each other.
 _START, _SEPARATOR, _END = -1, -2, -3
 
 
 @cache
 def o200k() -> tiktoken.Encoding:
-    """The `o200k_base` encoding from the file the installed `litellm` ships; no network."""
-    spec = importlib.util.find_spec("litellm")
-    if spec is None or not spec.submodule_search_locations:
-        msg = "litellm is not installed; the benchmark reads the o200k_base encoding from its wheel"
+    """The `o200k_base` encoding the engine counts with (`engine.tokens.load_encoding`): offline, checked."""
+    encoding = load_encoding("o200k_base")
+    if encoding is None:
+        msg = "no offline copy of the o200k_base encoding (the litellm wheel ships one)"
         raise RuntimeError(msg)
-    folder = pathlib.Path(next(iter(spec.submodule_search_locations)))
-    name = hashlib.sha1(_URL.format("o200k_base").encode()).hexdigest()  # tiktoken's cache file name
-    path = folder / "litellm_core_utils" / "tokenizers" / name
-    data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != _O200K_SHA256:
-        msg = f"{path} is not the published o200k_base encoding"
-        raise RuntimeError(msg)
-    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
-    return tiktoken.Encoding(
-        name="o200k_base", pat_str=_O200K_PATTERN, mergeable_ranks=ranks, special_tokens=_O200K_SPECIAL
-    )
+    return encoding
 
 
 @lru_cache(maxsize=8_192)
