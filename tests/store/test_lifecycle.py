@@ -124,17 +124,24 @@ def test_installing_twice_listens_once(listeners: None) -> None:
 # Deletes
 
 
+async def two_sessions_with_summaries(scope: MemoryScope, insert_messages: Any) -> MemoryScope:
+    """Four messages in `scope`'s session, with summaries in no context and in "ctx", and the same in another session
+    of the flow, with one summary; returns that other session."""
+    messages = await four_messages(scope, insert_messages)
+    other = MemoryScope(scope.flow_id, scope.user_id, f"{scope.session_id}-other")
+    other_messages = await four_messages(other, insert_messages)
+    await save_folded(scope, messages[1])
+    await save_folded(scope, messages[1], context_id="ctx")
+    await save_folded(other, other_messages[1])
+    return other
+
+
 async def test_deleting_a_whole_session_deletes_its_summary_in_every_context(
     listeners: None, memory_scope: MemoryScope, insert_messages
 ) -> None:
     from langflow.memory import adelete_messages
 
-    messages = await four_messages(memory_scope, insert_messages)
-    other = MemoryScope(memory_scope.flow_id, memory_scope.user_id, f"{memory_scope.session_id}-other")
-    other_messages = await four_messages(other, insert_messages)
-    await save_folded(memory_scope, messages[1])
-    await save_folded(memory_scope, messages[1], context_id="ctx")
-    await save_folded(other, other_messages[1])
+    other = await two_sessions_with_summaries(memory_scope, insert_messages)
 
     await adelete_messages(memory_scope.session_id, flow_id=memory_scope.flow_id, user_id=memory_scope.user_id)
 
@@ -147,12 +154,7 @@ async def test_deleting_a_session_drops_its_usage_scale_and_save_back_off_with_i
 ) -> None:
     from langflow.memory import adelete_messages
 
-    messages = await four_messages(memory_scope, insert_messages)
-    other = MemoryScope(memory_scope.flow_id, memory_scope.user_id, f"{memory_scope.session_id}-other")
-    other_messages = await four_messages(other, insert_messages)
-    await save_folded(memory_scope, messages[1])
-    await save_folded(memory_scope, messages[1], context_id="ctx")
-    await save_folded(other, other_messages[1])
+    other = await two_sessions_with_summaries(memory_scope, insert_messages)
     keys = [memory_scope.scope().key, memory_scope.scope(context_id="ctx").key, other.scope().key]
     with runtime.using(runtime.Runtime()) as kept:
         for key in keys:
