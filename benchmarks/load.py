@@ -105,7 +105,7 @@ FAULTS = ("slow_summary", "summary_outage", "rejected_saves", "worker_kill", "pg
 """In the order they run: the database restart last."""
 AGENTS = ("stock", "summarizing")
 BACKENDS = ("sqlite", "postgres")
-FOLDED_INLINE = "messages this turn"
+FOLDED_INLINE = " this turn ("
 """In the memory step of a turn that folded inline (`engine.report.memory_step_text`)."""
 FOLD_RUNNING = BUSY_NOTE.lower()
 """In the memory step of a turn that found its session's fold running or waiting for a place."""

@@ -56,14 +56,14 @@ async def test_each_reply_carries_one_memory_step_first_with_the_turns_numbers(l
         assert step.header["title"] == MEMORY_STEP_TITLE
     last_step = replies[-1].content_blocks[0].output
     assert last_step.startswith(
-        f"Memory: summary covers {turn.summary.folded_count} earlier messages\n· {len(turn.plan.send)} recent messages "
-        "verbatim\n· pinned: project_id, cluster\n"
+        f"Memory:\n\n- summary covers {turn.summary.folded_count} earlier messages\n- {len(turn.plan.send)} recent "
+        "messages verbatim\n- pinned: project_id, cluster\n"
     )
     assert f"~{turn.plan.history_tokens:,} history tokens sent" in last_step
     assert f"the whole conversation verbatim: ~{verbatim_history_tokens(turn):,}" in last_step
     folding = [r.content_blocks[0].output for r in replies if "this turn" in r.content_blocks[0].output]
     assert folding
-    assert all(re.search(r"folded \d+ messages this turn \(1 summary call, \d+\.\d s\)", text) for text in folding)
+    assert all(re.search(r"\n- folded \d+ messages? this turn \(1 summary call, \d+\.\d s\)", text) for text in folding)
 
 
 async def test_no_summary_text_nor_pinned_value_is_in_any_stored_message(langflow_db):
@@ -96,7 +96,7 @@ async def test_compact_replies_carry_the_step_too(langflow_db):
     await chat.say("/compact")
 
     [step] = _memory_steps((await _stored_replies(chat))[-1].content_blocks)
-    assert step.output.startswith("Memory: summary covers")
+    assert step.output.startswith("Memory:\n\n- summary covers")
 
 
 async def test_with_the_switch_off_replies_carry_no_memory_step(langflow_db):

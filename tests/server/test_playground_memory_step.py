@@ -59,7 +59,7 @@ def test_the_playground_gets_the_memory_step_in_the_reply(playground_events):
     last_reply = _agent_messages(turns[-1])[-1]
     step = _steps_in(last_reply)[0]
     assert (step["type"], step["name"], step["header"]["title"]) == ("tool_use", MEMORY_STEP_NAME, MEMORY_STEP_TITLE)
-    assert step["output"].startswith("Memory: summary covers ")
+    assert step["output"].startswith("Memory:\n\n- summary covers ")
     assert "pinned: project_id" in step["output"]
     assert [b for b in _steps_in(last_reply) if b.get("name") == MEMORY_STEP_NAME] == [step]
 

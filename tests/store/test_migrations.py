@@ -21,7 +21,8 @@ from langflow_summarizing_agent.wiring.runtime import Runtime
 from tests.support.langflow_db import LangflowDatabase, restart_langflow_services, stored_summary
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FIRST_REVISION = REPO_ROOT / "migrations" / "versions" / "3f9c1a7e5b20_create_session_memory_state.py"
+REVISIONS = sorted((REPO_ROOT / "migrations" / "versions").glob("*.py"))
+FIRST_REVISION_ID = "3f9c1a7e5b20"
 SUBPROCESS_TIMEOUT_SECONDS = 180
 
 
@@ -82,13 +83,45 @@ async def test_upgrade_to_head_and_downgrade_to_base(empty_database_url: str) ->
     assert migrate.current(url) == migrate.head()
 
 
-def test_migration_file_passes_langflow_validator() -> None:
+@pytest.mark.parametrize("revision", REVISIONS, ids=[path.stem for path in REVISIONS])
+def test_migration_file_passes_langflow_validator(revision: Path) -> None:
     # The class behind `python -m langflow.alembic.migration_validator --strict`, without a 5 s interpreter start.
     from langflow.alembic.migration_validator import MigrationValidator
 
-    report = MigrationValidator(strict_mode=True).validate_migration_file(FIRST_REVISION)
+    report = MigrationValidator(strict_mode=True).validate_migration_file(revision)
 
     assert (report["valid"], report["phase"], report["violations"], report["warnings"]) == (True, "EXPAND", [], [])
+
+
+async def test_a_row_stored_before_folded_tokens_keeps_its_summary_with_its_tokens_unknown(
+    empty_database_url: str,
+) -> None:
+    url = empty_database_url
+    await migrate.upgrade(url)
+    migrate.downgrade(url, FIRST_REVISION_ID)
+    engine = sa.create_engine(migrate.sync_database_url(url), poolclass=sa.pool.NullPool)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                sa.text(
+                    f"INSERT INTO {TABLE_NAME} (id, flow_id, user_id, session_id, context_id, summary, pinned, "
+                    "absorbed_count, version, failed_folds, created_at, updated_at) VALUES (:id, :flow, :user, "
+                    "'s1', '', 'Earlier: the deploy fails.', '{}', 12, 3, 0, :now, :now)"
+                ),
+                {
+                    "id": uuid.uuid4().hex if url.startswith("sqlite") else uuid.uuid4(),
+                    "flow": uuid.uuid4().hex if url.startswith("sqlite") else uuid.uuid4(),
+                    "user": uuid.uuid4().hex if url.startswith("sqlite") else uuid.uuid4(),
+                    "now": "2026-12-01 00:00:00",
+                },
+            )
+        await migrate.upgrade(url)
+        with engine.connect() as connection:
+            row = connection.execute(sa.text(f"SELECT summary, absorbed_count, folded_tokens FROM {TABLE_NAME}")).one()
+    finally:
+        engine.dispose()
+
+    assert tuple(row) == ("Earlier: the deploy fails.", 12, None)
 
 
 def test_our_table_stays_out_of_langflow_metadata() -> None:

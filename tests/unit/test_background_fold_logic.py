@@ -97,7 +97,7 @@ async def test_a_turn_leaves_older_messages_that_no_longer_fit_to_the_fold_after
     assert summarizer.calls == 0, "the turn waited for a summary call"
     assert what_the_turn_did(turn) == [
         "A fold is due (fold batch); it runs after this reply",
-        "17 earlier messages are not summarized yet",
+        "17 earlier messages not summarized yet",
     ]
     assert turn.due is not None
     assert turn.plan.not_summarized > 0, "what no longer fits is counted as not summarized yet"

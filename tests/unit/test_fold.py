@@ -234,7 +234,7 @@ async def test_a_failed_save_counts_as_a_failed_fold_and_backs_off():
     for _ in range(5):
         turn = await run_turns(store, summarizer, fold_settings, 1, now=lambda: clock[0], failures=failures)
     assert summarizer.calls == 1
-    assert any("failed 1 time(s) in a row; next try after" in p for p in problems(turn))
+    assert any("failed once in a row; next try after" in p for p in problems(turn))
 
     clock[0] += timedelta(minutes=1)
     turn = await run_turns(store, summarizer, fold_settings, 1, now=lambda: clock[0], failures=failures)

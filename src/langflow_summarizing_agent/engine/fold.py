@@ -248,6 +248,11 @@ def _folded_into(
         pinned=merge_pinned(summary.pinned, proposed_pinned, settings.pinned_keys),
         cursor=batch[-1].cursor,
         folded_count=summary.folded_count + len(batch),
+        folded_tokens=(
+            None
+            if summary.folded_tokens is None
+            else summary.folded_tokens + sum(settings.counter.message(m) for m in batch)
+        ),
         # A fold that succeeded ends the back-off, for the rounds after it too.
         failed_folds=0,
         retry_after=None,

@@ -7,7 +7,8 @@ docstring, and read top to bottom: the window (`_history`), what is sent (`_send
 why a fold is due (`_fold_reason`) and whether it waits for the back-off (`_backing_off`).
 
 Public contract: `COMPACT_COMMAND` is the exact user message that folds on demand; its reply starts with
-`COMPACT_REPLY_PREFIX`. Both are left out of every plan: never sent to the model, never folded.
+`COMPACT_REPLY_PREFIX`, or `COMPACT_FAILED_PREFIX` when nothing could be folded. Both are left out of every plan:
+never sent to the model, never folded.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from langflow_summarizing_agent.engine.tokens import TokenCounter, cut_text_to_t
 
 COMPACT_COMMAND = "/compact"
 COMPACT_REPLY_PREFIX = "Compacted the conversation:"
+COMPACT_FAILED_PREFIX = "Compaction failed:"
+"""How the reply to a `/compact` that folded nothing, its summary call failing, starts."""
 
 
 def is_compaction_exchange(message: StoredMessage) -> bool:
@@ -30,7 +33,7 @@ def is_compaction_exchange(message: StoredMessage) -> bool:
     text = message.text.strip()
     if message.role == "user":
         return text == COMPACT_COMMAND
-    return text.startswith(COMPACT_REPLY_PREFIX)
+    return text.startswith((COMPACT_REPLY_PREFIX, COMPACT_FAILED_PREFIX))
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,12 @@ class Plan:
     """Why a fold is due: "fold batch", "history token budget" or "/compact"."""
     postponed: bool = False
     """A fold is due but waits for the back-off of earlier failures."""
+    window: int = 0
+    """Messages in the window: what the stock Agent at the same settings sends."""
+    window_sent: int = 0
+    """Messages of the window that are sent: fewer than `window` when the window does not fit the budget."""
+    cut: int = 0
+    """Messages sent cut to fit the budget (ending with `CUT_MARKER`)."""
 
 
 def plan_turn(read: TurnRead, settings: FoldSettings, *, now: datetime) -> Plan:
@@ -218,6 +227,7 @@ def _plan(
 ) -> Plan:
     """The plan, with the summary message noting the unfolded messages that are not sent, and its tokens."""
     sent_ids = {m.id for m in send}
+    originals = {m.id: m.text for m in (*history.backlog, *history.window)}
     not_summarized = history.unread + sum(1 for m in history.unfolded if m.id not in sent_ids)
     summary_text = _summary_message(history.summary, settings, not_summarized)
     counter = settings.counter
@@ -229,6 +239,9 @@ def _plan(
         history_tokens=sum(counter.message(m) for m in send) + (counter.text(summary_text) if summary_text else 0),
         reason=reason,
         postponed=postponed,
+        window=len(history.window),
+        window_sent=sum(1 for m in history.window if m.id in sent_ids),
+        cut=sum(1 for m in send if m.text != originals.get(m.id, m.text)),
     )
 
 

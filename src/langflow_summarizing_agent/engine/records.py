@@ -68,6 +68,9 @@ class Summary:
     cursor: Cursor | None = None
     folded_count: int = 0
     """Messages the summary covers."""
+    folded_tokens: int | None = 0
+    """Tokens of the messages the summary covers, counted as each fold counted them; None for a summary stored
+    before they were counted (its folded messages are then estimated)."""
     summary_model: str | None = None
     version: int = 0
     failed_folds: int = 0

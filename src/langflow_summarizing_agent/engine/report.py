@@ -12,14 +12,18 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from langflow_summarizing_agent.engine.fold import CatchUp
-from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX
+from langflow_summarizing_agent.engine.plan import COMPACT_FAILED_PREFIX, COMPACT_REPLY_PREFIX
 from langflow_summarizing_agent.engine.records import utcnow
 from langflow_summarizing_agent.engine.turn import Turn
 
 BUSY_NOTE = "A fold of this session is running; this turn used the previous summary"
-MEMORY_STEP_SEPARATOR = "\n· "
-"""Several lines: the Playground shows such a step text as wrapped prose, and a single line in a box that does not
-wrap."""
+MEMORY_STEP_ITEM = "\n- "
+"""The memory step is a Markdown list, one item a line: the Playground renders a step's output as Markdown."""
+
+
+def counted(count: int, noun: str) -> str:
+    """`count` and `noun`, plural unless `count` is 1: "1 message", "4 messages"."""
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")
 
 
 def problems(turn: Turn) -> tuple[str, ...]:
@@ -29,7 +33,7 @@ def problems(turn: Turn) -> tuple[str, ...]:
     summary = turn.summary
     if turn.plan.postponed:
         return (
-            f"fold failed {summary.failed_folds} time(s) in a row; next try after "
+            f"fold failed {_times(summary.failed_folds)} in a row; next try after "
             f"{summary.retry_after:%Y-%m-%d %H:%M:%S} UTC",
         )
     return ()
@@ -40,23 +44,33 @@ def verbatim_history_tokens(turn: Turn) -> int:
     return turn.verbatim_history_tokens
 
 
+def previous_of(turn: Turn, previous: CatchUp | None) -> CatchUp | None:
+    """The fold after the previous reply, when it folded into the summary this turn read: a fold of a conversation
+    cleared or deleted since is not this conversation's to report."""
+    if previous is None or previous.summary.row_id != turn.summary.row_id:
+        return None
+    return previous
+
+
 def status_text(turn: Turn, previous: CatchUp | None = None, *, name: str = "Summarizing Agent") -> str:
     """The status of the component `name`: what the model got, against sending the whole conversation verbatim,
     then what this turn did. `previous` is the fold that ran after the previous reply, if this process ran one."""
+    previous = previous_of(turn, previous)
     sentences = [
         f"The model got: {_what_was_sent(turn)}, ~{turn.plan.history_tokens:,} tokens (counted in {turn.counter.name})",
         f"Sending the whole conversation verbatim would take ~{verbatim_history_tokens(turn):,} tokens",
     ]
+    sentences.extend(_window_notes(turn))
     if previous is not None:
         sentences.append(fold_after_reply_text(previous))
     if _folded(turn):
-        sentences.append(f"This turn folded {_folded(turn)} messages in {_calls(turn)}")
+        sentences.append(f"This turn folded {counted(_folded(turn), 'message')} in {_calls(turn)}")
     if turn.busy:
         sentences.append(BUSY_NOTE)
     if turn.due:
         sentences.append(f"A fold is due ({turn.due}); it runs after this reply")
     if turn.plan.not_summarized:
-        sentences.append(f"{turn.plan.not_summarized} earlier messages are not summarized yet")
+        sentences.append(f"{_earlier(turn.plan.not_summarized)} not summarized yet")
     if problems(turn):
         sentences.append("Problems: " + "; ".join(problems(turn)))
     return f"{name}. " + ". ".join(sentences) + "."
@@ -69,40 +83,43 @@ def memory_step_text(
     now: datetime | None = None,
     previous: CatchUp | None = None,
 ) -> str:
-    """The Playground's memory step: counts, token estimates and pinned key names."""
+    """The Playground's memory step, one item a line: counts, token estimates and pinned key names."""
     summary = turn.summary
-    parts = [
-        f"summary covers {summary.folded_count} earlier messages" if summary.folded_count else "no summary yet",
-        f"{len(turn.plan.send)} recent messages verbatim",
+    previous = previous_of(turn, previous)
+    items = [
+        f"summary covers {_earlier(summary.folded_count)}" if summary.folded_count else "no summary yet",
+        f"{counted(len(turn.plan.send), 'recent message')} verbatim",
+        *(note[0].lower() + note[1:] for note in _window_notes(turn)),
     ]
     pinned = [key for key in pinned_keys if summary.pinned.get(key)]
     if pinned:
-        parts.append("pinned: " + ", ".join(pinned))
+        items.append("pinned: " + ", ".join(pinned))
     if previous is not None:
-        parts.append(fold_after_reply_text(previous).lower())
+        items.append(fold_after_reply_text(previous).lower())
     if _folded(turn):
-        parts.append(f"folded {_folded(turn)} messages this turn ({_calls(turn)}, {seconds:.1f} s)")
+        items.append(f"folded {counted(_folded(turn), 'message')} this turn ({_calls(turn)}, {seconds:.1f} s)")
     if turn.busy:
-        parts.append(BUSY_NOTE.lower())
+        items.append(BUSY_NOTE.lower())
     if turn.due:
-        parts.append("fold runs after this reply")
+        items.append("fold runs after this reply")
     if turn.plan.not_summarized:
-        parts.append(f"{turn.plan.not_summarized} earlier messages not summarized yet")
+        items.append(f"{_earlier(turn.plan.not_summarized)} not summarized yet")
     if summary.failed_folds:
-        times = "once" if summary.failed_folds == 1 else f"{summary.failed_folds} times"
-        parts.append(f"fold failed {times}; next try {_next_try(summary.retry_after, now or utcnow())}")
-    parts.append(
+        items.append(
+            f"fold failed {_times(summary.failed_folds)}; next try {_next_try(summary.retry_after, now or utcnow())}"
+        )
+    items.append(
         f"~{turn.plan.history_tokens:,} history tokens sent; the whole conversation verbatim: "
         f"~{verbatim_history_tokens(turn):,}"
     )
-    return "Memory: " + MEMORY_STEP_SEPARATOR.join(parts)
+    return "Memory:\n" + "".join(MEMORY_STEP_ITEM + item for item in items)
 
 
 def fold_after_reply_text(result: CatchUp) -> str:
     if result.problems:
         return "The fold after the previous reply failed: " + "; ".join(result.problems)
     return (
-        f"Folded after the previous reply: {result.folded} messages "
+        f"Folded after the previous reply: {counted(result.folded, 'message')} "
         f"({_plural_calls(result.calls)}, {result.seconds:.1f} s)"
     )
 
@@ -111,23 +128,48 @@ def compact_reply_text(turn: Turn | None, pinned_keys: Sequence[str], fallback_n
     if turn is None:
         return f"{COMPACT_REPLY_PREFIX} nothing was folded. {fallback_note or ''}".strip()
     pinned = ", ".join(k for k in pinned_keys if turn.summary.pinned.get(k)) or "none set"
+    covers = (
+        f"The summary covers {_earlier(turn.summary.folded_count)}; "
+        f"{counted(len(turn.plan.send), 'recent message')} stay verbatim. Pinned: {pinned}."
+    )
     if problems(turn):
-        outcome = f"the summary call failed, nothing was folded ({'; '.join(problems(turn))})"
-    elif _folded(turn):
-        outcome = f"folded {_folded(turn)} messages into the summary"
+        return f"{COMPACT_FAILED_PREFIX} nothing was folded ({'; '.join(problems(turn))}). {covers}"
+    if turn.busy:
+        return f"{COMPACT_FAILED_PREFIX} a fold of this session is running; try again when it ends. {covers}"
+    if _folded(turn):
+        outcome = f"folded {counted(_folded(turn), 'message')} into the summary"
     else:
         outcome = "nothing older than the recent window to fold"
-    return (
-        f"{COMPACT_REPLY_PREFIX} {outcome}. The summary now covers {turn.summary.folded_count} messages; "
-        f"{len(turn.plan.send)} recent messages stay verbatim. Pinned: {pinned}."
-    )
+    return f"{COMPACT_REPLY_PREFIX} {outcome}. {covers}"
+
+
+def _window_notes(turn: Turn) -> list[str]:
+    """What the History Token Budget took from the window: messages left out, messages cut."""
+    plan = turn.plan
+    notes = []
+    if plan.window_sent < plan.window:
+        notes.append(
+            f"The last {counted(plan.window, 'message')} did not fit the History Token Budget; "
+            f"the newest {plan.window_sent} went"
+        )
+    if plan.cut:
+        notes.append(f"{counted(plan.cut, 'message')} cut to fit the History Token Budget")
+    return notes
+
+
+def _earlier(count: int) -> str:
+    return counted(count, "earlier message")
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
 
 
 def _what_was_sent(turn: Turn) -> str:
-    recent = f"{len(turn.plan.send)} recent messages verbatim"
+    recent = f"{counted(len(turn.plan.send), 'recent message')} verbatim"
     if not turn.summary.folded_count:
         return f"no summary yet, {recent}"
-    return f"summary covering {turn.summary.folded_count} messages plus {recent}"
+    return f"summary covering {counted(turn.summary.folded_count, 'message')} plus {recent}"
 
 
 def _folded(turn: Turn) -> int:
@@ -139,7 +181,7 @@ def _calls(turn: Turn) -> str:
 
 
 def _plural_calls(count: int) -> str:
-    return f"{count} summary call" + ("" if count == 1 else "s")
+    return counted(count, "summary call")
 
 
 def _next_try(retry_after: datetime | None, now: datetime) -> str:

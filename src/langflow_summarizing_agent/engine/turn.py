@@ -54,15 +54,19 @@ class Turn:
 
     @cached_property
     def verbatim_history_tokens(self) -> int:
-        """Tokens of the whole conversation sent word for word: the messages read, and the folded or unread messages
-        that were not read at the mean size read. Counted once: the status and the memory step both show it."""
+        """Tokens of the whole conversation sent word for word, folded messages included: the tokens the folds
+        counted, the unfolded messages read, and the unfolded messages not read at the mean size read. A summary
+        stored before folds counted tokens has its folded messages estimated at that mean too. Counted once: the
+        status and the memory step both show it."""
         read = [m for m in (*self.read.older, *self.read.messages) if not is_compaction_exchange(m)]
-        if not read:
-            return 0
-        known = sum(self.counter.message(m) for m in read)
-        covered = sum(1 for m in read if self.summary.covers(m))
-        missing = max(self.summary.folded_count - covered, 0) + self.read.unread
-        return known + missing * known // len(read)
+        unfolded = [m for m in read if not self.summary.covers(m)]
+        tokens = {m.id: self.counter.message(m) for m in read}
+        mean = sum(tokens.values()) // len(read) if read else 0
+        folded = self.summary.folded_tokens
+        if folded is None:
+            folded = sum(tokens[m.id] for m in read if self.summary.covers(m))
+            folded += max(self.summary.folded_count - (len(read) - len(unfolded)), 0) * mean
+        return folded + sum(tokens[m.id] for m in unfolded) + self.read.unread * mean
 
 
 Planner = Callable[[TurnRead, FoldSettings, datetime], Plan]

@@ -56,6 +56,8 @@ class SessionMemoryStateTable(Base, table=True):
     folded_count: int = Field(
         default=0, sa_column=Column("absorbed_count", Integer, key="folded_count", nullable=False)
     )
+    folded_tokens: int | None = Field(default=0, sa_column=Column(Integer, nullable=True))
+    """None in a row stored before the tokens of folded messages were counted."""
     summary_model: str | None = Field(default=None, sa_column=Column(String, nullable=True))
     version: int = Field(default=1, sa_column=Column(Integer, nullable=False))
     failed_folds: int = Field(default=0, sa_column=Column(Integer, nullable=False))

@@ -270,6 +270,7 @@ _TURN_SUMMARY_COLUMNS = tuple(
         "cursor_message_id",
         "cursor_timestamp",
         "folded_count",
+        "folded_tokens",
         "summary_model",
         "version",
         "failed_folds",
