@@ -49,7 +49,8 @@ NODE_IDS = {
     "ChatOutput": "ChatOutput-Co9xF",
 }
 POSITIONS = {
-    "ChatInput": (0, 520),
+    # Below the history node (about 640 px tall on the canvas), never under it.
+    "ChatInput": (0, 720),
     HISTORY_TYPE: (0, 0),
     "Prompt Template": (480, 240),
     "LanguageModelComponent": (900, 200),

@@ -7,7 +7,6 @@ from langflow_summarizing_agent.engine.settings import CHECKED_FIELDS as CHECKED
 from langflow_summarizing_agent.engine.settings import DEFAULT_SUMMARY_TIMEOUT_SECONDS
 from langflow_summarizing_agent.engine.settings import FIELD_NAMES as SETTING_NAMES
 from langflow_summarizing_agent.wiring.agent_turn import (
-    check_settings,
     compact_reply,
     is_compact_request,
     setting,
@@ -15,6 +14,7 @@ from langflow_summarizing_agent.wiring.agent_turn import (
     with_report,
 )
 from langflow_summarizing_agent.wiring.agent_turn import memory_data as summarized_memory_data
+from langflow_summarizing_agent.wiring.agent_turn import settle_settings as check_settings
 
 __all__ = [
     "CHECKED_SETTINGS",

@@ -57,8 +57,9 @@ async def test_each_reply_carries_one_memory_step_first_with_the_turns_numbers(l
     last_step = replies[-1].content_blocks[0].output
     assert last_step.startswith(
         f"Memory:\n\n- summary covers {turn.summary.folded_count} earlier messages\n- {len(turn.plan.send)} recent "
-        "messages verbatim\n- pinned: project_id, cluster\n"
+        "messages verbatim"
     )
+    assert "\n- pinned: project_id, cluster\n" in last_step
     assert f"~{turn.plan.history_tokens:,} history tokens sent" in last_step
     assert f"the whole conversation verbatim: ~{verbatim_history_tokens(turn):,}" in last_step
     folding = [r.content_blocks[0].output for r in replies if "this turn" in r.content_blocks[0].output]

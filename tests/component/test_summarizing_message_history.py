@@ -11,6 +11,7 @@ from langflow_summarizing_agent.components.summarizing_agent.summarizing_message
     SummarizingMessageHistoryComponent,
 )
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
+from langflow_summarizing_agent.wiring.history_turn import ALL_SENDERS
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession, state_of
 from tests.support.history_runs import HistoryChatSession
 
@@ -140,20 +141,29 @@ def _build_config() -> dict:
     }
 
 
-@pytest.mark.parametrize(
-    ("field", "value", "says"),
-    [
-        ("sender_type", "User", "Sender Type"),
-        ("sender_name", "AI", "Sender Name"),
-        ("fold_batch", 0, "Fold Batch must be at least 1 message."),
-        ("n_messages", -1, "Number of Messages must be 0 \\(no memory\\) or more, got -1"),
-        ("n_messages", "ten", "Number of Messages must be a whole number"),
-    ],
-)
-def test_an_edit_the_summary_cannot_follow_is_refused_with_what_to_change(field, value, says):
+@pytest.mark.parametrize(("field", "value", "kept"), [("fold_batch", 0, 1), ("n_messages", -1, 0)])
+def test_a_refused_number_edited_on_the_node_is_kept_at_the_nearest_accepted_value(field, value, kept):
     component = SummarizingMessageHistoryComponent()
-    with pytest.raises(ValueError, match=says):
-        component.update_build_config(_build_config(), value, field)
+    assert component.update_build_config(_build_config(), value, field)[field]["value"] == kept
+
+
+def test_a_value_that_is_no_number_is_refused_when_edited_naming_the_field_as_the_history_shows_it():
+    component = SummarizingMessageHistoryComponent()
+    with pytest.raises(ValueError, match="Number of Messages must be a whole number"):
+        component.update_build_config(_build_config(), "ten", "n_messages")
+
+
+def test_with_the_switch_on_retrieve_filters_no_sender_and_hides_the_filter():
+    component = SummarizingMessageHistoryComponent()
+    config = _build_config()
+    config["sender_type"]["value"], config["sender_name"]["value"] = "User", "AI"
+
+    on = component.update_build_config(config, True, "summarize_older_messages")
+
+    assert (on["sender_type"]["value"], on["sender_name"]["value"]) == (ALL_SENDERS, "")
+    assert not on["sender_type"]["show"]
+    off = component.update_build_config(on, False, "summarize_older_messages")
+    assert off["sender_type"]["show"]
 
 
 async def test_a_run_with_a_bad_number_of_messages_names_the_field_as_the_message_history_shows_it(langflow_db):

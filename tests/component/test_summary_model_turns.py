@@ -68,8 +68,9 @@ async def test_a_summary_model_that_cannot_be_built_fails_the_fold_not_the_turn(
     failed = await turns_whose_fold_could_not_build_its_model(kind(settings=FOLD_EACH_TURN))
 
     assert "OPENAI_API_KEY" in failed
-    remedy = "connect a Summary Model" if kind is ChatSession else "set the Summary Model API Key"
+    remedy = "pick another Summary Model" if kind is ChatSession else "pick a Summary Model on the node"
     assert remedy in failed
+    assert "set the Summary Model API Key" in failed
 
 
 async def test_the_shipped_memory_chatbots_summary_model_without_a_key_fails_the_fold_not_the_run(

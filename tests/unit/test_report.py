@@ -114,3 +114,15 @@ async def test_a_compact_whose_summary_call_failed_says_so_first_and_is_left_out
     assert "provider down" in reply
     stamp = store.messages_stored[-1].timestamp
     assert is_compaction_exchange(StoredMessage(id="reply", timestamp=stamp, role="assistant", text=reply))
+
+
+async def test_older_messages_waiting_for_the_next_fold_are_told_apart_from_the_window() -> None:
+    settings = FoldSettings(n_messages=4, fold_batch=5, history_token_budget=0)
+    store = InMemoryStore(make_messages([f"message {i}" for i in range(7)]))
+
+    turn = await read_and_plan(store, settings, failures=SaveFailures())
+
+    assert (
+        items(memory_step_text(turn, (), 0.0))[1]
+        == "7 recent messages verbatim: the last 3 and 4 older waiting for the next fold"
+    )

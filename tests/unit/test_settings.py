@@ -3,23 +3,31 @@ and when a number is edited on the component (before any run). No Langflow servi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lfx.schema.dotdict import dotdict
 
-from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
-from langflow_summarizing_agent.engine.settings import FoldSettings
+from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import (
+    STOCK_N_MESSAGES,
+    SummarizingAgentComponent,
+)
+from langflow_summarizing_agent.engine.settings import (
+    CHECKED_FIELDS,
+    LEAST,
+    MAX_PINNED_KEY_CHARS,
+    MAX_PINNED_KEYS,
+    MIN_HISTORY_TOKEN_BUDGET,
+    FoldSettings,
+    least_history_token_budget,
+    pinned_keys_from,
+    settings_from,
+    settled,
+)
 
 PINNED = ("project_id", "cluster")
-NONSENSE = [
-    ("fold_batch", 0, "Fold Batch must be at least 1"),
-    ("summary_words", 5, "Summary Word Budget must be at least 20"),
-    ("history_token_budget", 50, "History Token Budget must be 0 (off) or at least 200"),
-    ("history_token_budget", 300, "Raise History Token Budget to at least"),
-    ("max_folds_per_turn", 0, "Max Folds per Turn must be at least 1"),
-    ("summary_timeout", -1, "Summary Timeout (s) must be a positive number of seconds"),
-    ("n_messages", -3, "Number of Chat History Messages must be 0 (no memory) or more"),
-    ("fold_batch", "many", "Fold Batch must be a whole number"),
-]
 
 
 def template_of(component: SummarizingAgentComponent) -> dotdict:
@@ -55,31 +63,120 @@ def test_a_budget_that_fits_the_summary_and_the_newest_exchange_is_accepted() ->
 # Edited on the component
 
 
-@pytest.mark.parametrize(("field", "value", "message"), NONSENSE)
-async def test_a_nonsensical_number_is_refused_when_edited_naming_the_field(field, value, message):
+SETTLED = [
+    ("fold_batch", 0, 1),
+    ("fold_batch", -20, 1),
+    ("summary_words", 5, 20),
+    ("history_token_budget", -5, 0),
+    ("history_token_budget", 50, None),
+    ("history_token_budget", 300, None),
+    ("max_folds_per_turn", 0, 1),
+    ("summary_timeout", -1, 0),
+    ("n_messages", -3, 0),
+]
+"""A number the settings refuse, edited on the node, and the value the node keeps (None: the least budget that
+holds the summary message and the newest exchange)."""
+
+
+@pytest.mark.parametrize(("field", "value", "kept"), SETTLED)
+async def test_a_refused_number_edited_on_the_node_is_kept_at_the_nearest_accepted_value(field, value, kept):
     component = SummarizingAgentComponent()
     template = template_of(component)
     template[field]["value"] = value
 
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        await component.update_build_config(template, value, field)
+    updated = await component.update_build_config(template, value, field)
+
+    values = {name: updated[name]["value"] for name in (*CHECKED_FIELDS, "pinned_keys")}
+    settings = settings_from(values)
+    if field == "n_messages":
+        assert (updated[field]["value"], settings) == (kept, None)  # 0 turns memory off
+    elif kept is None:
+        assert settings is not None
+        assert updated[field]["value"] == least_history_token_budget(replace(settings, history_token_budget=0))
+        assert updated[field]["value"] >= MIN_HISTORY_TOKEN_BUDGET
+    else:
+        assert settings is not None
+        assert updated[field]["value"] == kept
 
 
-async def test_sensible_numbers_pass_and_the_stock_window_is_free_with_the_switch_off():
+async def test_a_value_that_is_no_number_is_refused_when_edited_naming_the_field():
     component = SummarizingAgentComponent()
     template = template_of(component)
-    for field, value in [("fold_batch", 4), ("history_token_budget", 0), ("summary_timeout", 0), ("n_messages", 0)]:
-        template[field]["value"] = value
-        await component.update_build_config(template, value, field)
 
-    template["summarize_older_messages"]["value"] = False
-    template["fold_batch"]["value"] = 0
-    for stock_window in (1, -1):
-        await component.update_build_config(template, stock_window, "n_messages")
+    with pytest.raises(ValueError, match="Fold Batch must be a whole number"):
+        await component.update_build_config(template, "many", "fold_batch")
+
+
+async def test_pinned_keys_typed_on_the_node_are_kept_as_keys_the_turn_accepts():
+    component = SummarizingAgentComponent()
+    template = template_of(component)
+    typed = ["customer name", "clé", "客户", "2fa", "{project}", "clé", "  ", "k" * 70]
+
+    updated = await component.update_build_config(template, typed, "pinned_keys")
+
+    kept = updated["pinned_keys"]["value"]
+    assert kept == ["customer_name", "clé", "客户", "_2fa", "project", "k" * MAX_PINNED_KEY_CHARS]
+    assert pinned_keys_from(kept) == tuple(kept)
+
+
+def test_keys_of_any_script_are_accepted_and_a_refusal_says_the_rule_in_plain_text():
+    assert pinned_keys_from(["clé", "客户", "project_id", "_x.y-z"]) == ("clé", "客户", "project_id", "_x.y-z")
+    with pytest.raises(ValueError) as refused:
+        pinned_keys_from(["a/b"])
+
+    message = str(refused.value)
+    assert message.startswith("Pinned Keys: the key “a/b” cannot be used.")
+    assert f"at most {MAX_PINNED_KEY_CHARS} characters; at most {MAX_PINNED_KEYS} keys" in message
+    # Langflow renders the message as Markdown: nothing in it may turn into emphasis or code.
+    assert not any(mark in message.replace("a/b", "") for mark in ("'_'", "*", "`"))
+
+
+async def test_a_new_node_summarizes_with_ten_messages_and_the_switch_off_is_the_stock_agent():
+    component = SummarizingAgentComponent()
+    template = template_of(component)
+    assert (template["summarize_older_messages"]["value"], template["n_messages"]["value"]) == (True, 10)
+
+    off = await component.update_build_config(template, False, "summarize_older_messages")
+    assert off["n_messages"]["value"] == STOCK_N_MESSAGES.value == 100
+    on = await component.update_build_config(off, True, "summarize_older_messages")
+    assert on["n_messages"]["value"] == 10
+
+    on["n_messages"]["value"] = 30
+    assert (await component.update_build_config(on, False, "summarize_older_messages"))["n_messages"]["value"] == 30
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.fixed_dictionaries(
+        {},
+        optional={
+            **{name: st.integers(-(10**6), 10**6) for name in LEAST},
+            "summary_timeout": st.floats(allow_nan=False, allow_infinity=True, min_value=-1e6),
+            "pinned_keys": st.lists(st.text(max_size=80), max_size=30),
+        },
+    )
+)
+def test_every_settled_value_is_accepted_and_settling_again_changes_nothing(values: dict) -> None:
+    fixed = settled(values)
+
+    settings_from(fixed)
+    assert settled(fixed) == fixed
+    for name, value in values.items():
+        if name != "pinned_keys" and fixed[name] != value:
+            assert not_run_as_typed({**fixed, name: value}, name, value), (name, value)
+
+
+def not_run_as_typed(values: dict, name: str, value: object) -> bool:
+    """The settings refuse `value`, or a turn would run with another value."""
+    try:
+        run = settings_from(values)
+    except ValueError:
+        return True
+    return run is not None and getattr(run, name) != value
 
 
 def test_with_a_provider_that_caches_a_fold_waits_for_twice_fold_batch():
-    from langflow_summarizing_agent.engine.settings import CACHED_FOLD_BATCH_FACTOR, DEFAULT_FOLD_BATCH, settings_from
+    from langflow_summarizing_agent.engine.settings import CACHED_FOLD_BATCH_FACTOR, DEFAULT_FOLD_BATCH
 
     assert settings_from({}).fold_batch == DEFAULT_FOLD_BATCH
     assert settings_from({}, prompt_cache=True).fold_batch == CACHED_FOLD_BATCH_FACTOR * DEFAULT_FOLD_BATCH

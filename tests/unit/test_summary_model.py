@@ -98,5 +98,40 @@ def test_a_message_history_without_a_summary_model_fails_its_fold_saying_what_to
     component = SummarizingMessageHistoryComponent()
     component.set_attributes({"summary_model": picked})
 
-    with pytest.raises(ValueError, match="pick one on the node or connect a model to it"):
+    with pytest.raises(ValueError, match="no Summary Model is picked; pick one on the node"):
         summary_model.build_summary_model(component)
+
+
+def test_a_summary_model_picked_on_the_agent_is_built_with_its_own_key_not_the_agents() -> None:
+    component = SummarizingAgentComponent()
+    component.set_attributes(
+        {
+            "model": OPENAI_GPT_4O,
+            "api_key": "the Agent's key",
+            "summary_model": [{"name": "claude-haiku-4-5", "provider": "Anthropic"}],
+            "summary_model_api_key": "the Summary Model's key",
+        }
+    )
+    component._user_id = str(uuid4())
+    built: dict[str, Any] = {}
+
+    with patch("lfx.base.models.unified_models.get_llm", side_effect=lambda **kw: built.update(kw)):
+        summary_model.build_summary_model(component)
+
+    assert built["model"] == [{"name": "claude-haiku-4-5", "provider": "Anthropic"}]
+    assert (built["api_key"], built["stream"]) == ("the Summary Model's key", False)
+    assert summary_model.summary_model_name(component) == "claude-haiku-4-5"
+
+
+@pytest.mark.parametrize("picked", [None, []], ids=["unset", "nothing-picked"])
+def test_an_agent_with_no_summary_model_picked_folds_with_its_own_model(picked: Any) -> None:
+    component = SummarizingAgentComponent()
+    component.set_attributes({"model": OPENAI_GPT_4O, "api_key": "the Agent's key", "summary_model": picked})
+    component._user_id = str(uuid4())
+    built: dict[str, Any] = {}
+
+    with patch("lfx.base.models.unified_models.get_llm", side_effect=lambda **kw: built.update(kw)):
+        summary_model.build_summary_model(component)
+
+    assert (built["model"][0]["name"], built["api_key"]) == ("gpt-4o", "the Agent's key")
+    assert summary_model.summary_model_name(component) == "gpt-4o"

@@ -88,7 +88,7 @@ def memory_step_text(
     previous = previous_of(turn, previous)
     items = [
         f"summary covers {_earlier(summary.folded_count)}" if summary.folded_count else "no summary yet",
-        f"{counted(len(turn.plan.send), 'recent message')} verbatim",
+        _recent(turn),
         *(note[0].lower() + note[1:] for note in _window_notes(turn)),
     ]
     pinned = [key for key in pinned_keys if summary.pinned.get(key)]
@@ -155,6 +155,16 @@ def _window_notes(turn: Turn) -> list[str]:
     if plan.cut:
         notes.append(f"{counted(plan.cut, 'message')} cut to fit the History Token Budget")
     return notes
+
+
+def _recent(turn: Turn) -> str:
+    """The recent messages sent, and how many of them are older than the window, waiting for the next fold."""
+    plan = turn.plan
+    recent = f"{counted(len(plan.send), 'recent message')} verbatim"
+    waiting = len(plan.send) - plan.window_sent
+    if waiting > 0 and plan.window_sent:
+        return f"{recent}: the last {plan.window_sent} and {waiting} older waiting for the next fold"
+    return recent
 
 
 def _earlier(count: int) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langflow_summarizing_agent.engine.prompt import summary_message_reserve
@@ -17,6 +17,8 @@ from langflow_summarizing_agent.engine.tokens import ESTIMATE, TokenCounter
 
 DEFAULT_N_MESSAGES = 100
 """Langflow's own default of Number of Chat History Messages."""
+SUMMARIZING_N_MESSAGES = 10
+"""Number of Chat History Messages of a new Summarizing Agent: the window the user guide recommends (6 to 20)."""
 DEFAULT_FOLD_BATCH = 8
 """Unfolded messages older than the window that trigger a fold. At 8, a chat folds once every 4 exchanges, and the
 messages waiting for that fold (0 to 6, sent word for word) add about 3 messages per call on average."""
@@ -42,13 +44,24 @@ MAX_MESSAGE_CHARS = 4_000
 MIN_CUT_TOKENS = 100
 """A message cut to fewer tokens than this is not worth sending, except as part of the newest exchange."""
 MAX_PINNED_KEYS = 20
-PINNED_KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
+MAX_PINNED_KEY_CHARS = 64
+PINNED_KEY_PATTERN = re.compile(rf"^[^\W\d][\w.\-]{{0,{MAX_PINNED_KEY_CHARS - 1}}}$")
+"""A pinned key: a letter (of any script) or an underscore, then letters, digits, underscores, dots or hyphens."""
+PINNED_KEY_RULE = (
+    f"Each key starts with a letter (any script) or an underscore and holds only letters, digits, underscores, dots "
+    f"and hyphens, at most {MAX_PINNED_KEY_CHARS} characters; at most {MAX_PINNED_KEYS} keys."
+)
+"""The rule in words, for the tooltip and the error (plain text: the UI renders messages as Markdown)."""
+MIN_HISTORY_TOKEN_BUDGET = 200
+LEAST = {"n_messages": 0, "fold_batch": 1, "summary_words": 20, "history_token_budget": 0, "max_folds_per_turn": 1}
+"""The least value of each whole-number setting (the fields' range, enforced by the canvas as it is typed)."""
 
 FIELD_NAMES = {
     "n_messages": "Number of Chat History Messages",
     "summarize_older_messages": "Summarize Older Messages",
     "pinned_keys": "Pinned Keys",
     "summary_model": "Summary Model",
+    "summary_model_api_key": "Summary Model API Key",
     "fold_batch": "Fold Batch",
     "summary_words": "Summary Word Budget",
     "history_token_budget": "History Token Budget",
@@ -88,8 +101,11 @@ class FoldSettings:
             problems.append(f"{FIELD_NAMES['summary_words']} must be at least 20 words.")
         if self.history_token_budget < 0:
             problems.append(f"{FIELD_NAMES['history_token_budget']} must be 0 (off) or a positive number of tokens.")
-        if 0 < self.history_token_budget < 200:
-            problems.append(f"{FIELD_NAMES['history_token_budget']} must be 0 (off) or at least 200 tokens.")
+        if 0 < self.history_token_budget < MIN_HISTORY_TOKEN_BUDGET:
+            problems.append(
+                f"{FIELD_NAMES['history_token_budget']} must be 0 (off) or at least {MIN_HISTORY_TOKEN_BUDGET} "
+                f"tokens, got {self.history_token_budget}."
+            )
         if not 0 < self.budget_trigger_share <= 1:
             problems.append("The budget trigger share must be above 0 and at most 1.")
         if self.max_folds_per_turn < 1:
@@ -159,15 +175,28 @@ def settings_from(
     given = {name: number for name, number in numbers.items() if number is not None and name != "n_messages"}
     if prompt_cache:
         given["fold_batch"] = given.get("fold_batch", DEFAULT_FOLD_BATCH) * CACHED_FOLD_BATCH_FACTOR
-    settings = FoldSettings(
+    budget = given.pop("history_token_budget", DEFAULT_HISTORY_TOKEN_BUDGET)
+    unbudgeted = FoldSettings(
         n_messages=max(n_messages, 1),
         pinned_keys=pinned_keys_from(values.get("pinned_keys")),
         summary_timeout=summary_timeout_from(values.get("summary_timeout")),
         summary_model=summary_model,
         counter=counter,
+        history_token_budget=0,
         **given,
     )
+    if budget:
+        # The canvas keeps a budget that holds the summary message and the newest exchange as it counted them
+        # (`settled`); counted with the model's tokenizer, scaled by what the provider reported, they may take a
+        # little more, and the budget grows to hold them rather than fail the turn.
+        budget = max(budget, least_history_token_budget(unbudgeted)) if budget >= MIN_HISTORY_TOKEN_BUDGET else budget
+    settings = replace(unbudgeted, history_token_budget=budget)
     return settings if n_messages else None
+
+
+def least_history_token_budget(settings: FoldSettings) -> int:
+    """The least History Token Budget that holds the summary message and the newest exchange at `settings`."""
+    return max(MIN_HISTORY_TOKEN_BUDGET, settings.summary_reserve + settings.newest_exchange_tokens)
 
 
 def whole_number(value: Any, name: str, names: Mapping[str, str] = FIELD_NAMES) -> int | None:
@@ -202,16 +231,66 @@ def pinned_keys_from(raw: Any) -> tuple[str, ...]:
         if not key or key in keys:
             continue
         if not PINNED_KEY_PATTERN.match(key):
-            msg = (
-                f"{FIELD_NAMES['pinned_keys']}: {key[:80]!r} is not usable as a key. Use a short name of letters, "
-                "digits, '_', '.' or '-' that starts with a letter or '_', for example project_id."
-            )
+            msg = f"{FIELD_NAMES['pinned_keys']}: the key “{key[:80]}” cannot be used. {PINNED_KEY_RULE}"
             raise ValueError(msg)
         keys.append(key)
     if len(keys) > MAX_PINNED_KEYS:
-        msg = (
-            f"{FIELD_NAMES['pinned_keys']}: {len(keys)} keys given; keep at most {MAX_PINNED_KEYS} so the summary "
-            "stays small."
-        )
+        msg = f"{FIELD_NAMES['pinned_keys']}: {len(keys)} keys given. {PINNED_KEY_RULE}"
         raise ValueError(msg)
     return tuple(keys)
+
+
+def pinned_key_of(text: str) -> str:
+    """The key `text` means, made to follow the rule: leading spaces go, other spaces become underscores, other
+    characters a key cannot hold are dropped, a key starting with a digit gets an underscore first, and it is cut to
+    the longest key; "" when nothing is left."""
+    # Not stripped at the end: the canvas settles a key while it is typed, and "customer " goes on as "customer_".
+    key = re.sub(r"[^\w.\-]", "", re.sub(r"\s+", "_", text.lstrip()))
+    if key and not re.match(r"[^\W\d]", key):
+        key = "_" + key
+    return key[:MAX_PINNED_KEY_CHARS] if PINNED_KEY_PATTERN.match(key[:MAX_PINNED_KEY_CHARS]) else ""
+
+
+def settled(values: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` as the canvas keeps them: each setting at the nearest value the settings accept, so a value the
+    settings would refuse is never saved. Numbers below their least value take it; a History Token Budget too small
+    to hold the summary message and the newest exchange takes the least that holds them; pinned keys follow the
+    rule (`pinned_key_of`), blanks and repeats dropped, the first `MAX_PINNED_KEYS` kept. A value that is not a
+    number is left for `settings_from` to refuse."""
+    fixed = dict(values)
+    if "pinned_keys" in fixed and fixed["pinned_keys"] not in (None, ""):
+        raw = fixed["pinned_keys"]
+        keys: list[str] = []
+        for item in [raw] if isinstance(raw, str) else list(raw):
+            key = pinned_key_of(str(getattr(item, "text", item)))
+            if key and key not in keys:
+                keys.append(key)
+        fixed["pinned_keys"] = keys[:MAX_PINNED_KEYS]
+    for name, least in LEAST.items():
+        number = _number_or_none(fixed.get(name))
+        if number is not None and number < least:
+            fixed[name] = least
+    timeout = _number_or_none(fixed.get("summary_timeout"), float)
+    if timeout is not None and (timeout < 0 or not math.isfinite(timeout)):
+        fixed["summary_timeout"] = 0
+    budget = _number_or_none(fixed.get("history_token_budget"))
+    if budget:
+        fixed["history_token_budget"] = max(budget, _least_budget(fixed))
+    return fixed
+
+
+def _least_budget(values: Mapping[str, Any]) -> int:
+    """The least History Token Budget that holds the summary message and the newest exchange at `values`, counted
+    with the estimate the canvas has (no model tokenizer yet)."""
+    try:
+        probe = settings_from({**values, "history_token_budget": 0})
+    except ValueError:
+        return MIN_HISTORY_TOKEN_BUDGET
+    return least_history_token_budget(probe) if probe is not None else MIN_HISTORY_TOKEN_BUDGET
+
+
+def _number_or_none(value: Any, kind: type = int) -> Any:
+    try:
+        return None if value is None or value == "" else kind(value)
+    except (TypeError, ValueError, OverflowError):
+        return None

@@ -33,6 +33,7 @@ from langflow_summarizing_agent.engine.settings import (
     FoldSettings,
     pinned_keys_from,
     settings_from,
+    settled,
     whole_number,
 )
 from langflow_summarizing_agent.engine.tokens import counter_for
@@ -62,13 +63,14 @@ __all__ = [
     "FALLBACK_NOTE",
     "MEMORY_STEP_NAME",
     "MEMORY_STEP_TITLE",
-    "check_settings",
     "compact_reply",
     "is_compact_request",
     "memory_data",
     "memory_step",
+    "refresh_summary_model_options",
     "report_of",
     "setting",
+    "settle_settings",
     "turn_of",
     "usage_callbacks",
     "with_memory_step",
@@ -102,16 +104,47 @@ def settings_of(component: Any, runtime: Runtime | None = None) -> FoldSettings 
     )
 
 
-def check_settings(
-    build_config: Mapping[str, Any], field_name: str, field_value: Any, names: Mapping[str, str] = FIELD_NAMES
+def settle_settings(
+    build_config: Mapping[str, Any], field_name: str | None, field_value: Any, names: Mapping[str, str] = FIELD_NAMES
 ) -> None:
-    """Refuse a numeric setting that makes no sense when it is edited, with what to change; raises ValueError."""
+    """Keep the edited settings at the nearest values the settings accept (`settings.settled`), in `build_config`,
+    so the canvas shows and saves only what a turn accepts; raises ValueError, naming the field, for a value that is
+    not a number at all. With the switch off, Number of Chat History Messages is the stock Agent's, left as it is."""
     switch = (build_config.get("summarize_older_messages") or {}).get("value")
-    if field_name == "n_messages" and not switch:
+    names_checked = [name for name in (*CHECKED_FIELDS, "pinned_keys") if name in build_config]
+    if not switch:
+        names_checked = [name for name in names_checked if name != "n_messages"]
+    values = {name: build_config[name].get("value") for name in names_checked}
+    if field_name in values:
+        values[field_name] = field_value
+    fixed = settled(values)
+    for name in names_checked:
+        build_config[name]["value"] = fixed[name]
+    settings_from(fixed, names=names)
+
+
+def refresh_summary_model_options(
+    component: Any, build_config: dict[str, Any], field_value: Any, field_name: str | None
+) -> None:
+    """The Summary Model picker's options, fetched as the Agent's own picker fetches its own. A pick stays what the
+    user made it: Langflow fills an empty model picker with a default, but an empty Summary Model means the Agent's
+    own model summarizes."""
+    from lfx.base.models.unified_models import get_language_model_options, update_model_options_in_build_config
+
+    if "summary_model" not in build_config:
         return
-    values = {name: (build_config.get(name) or {}).get("value") for name in (*CHECKED_FIELDS, "pinned_keys")}
-    values[field_name] = field_value
-    settings_from(values, names=names)
+    picked = build_config["summary_model"].get("value")
+    update_model_options_in_build_config(
+        component=component,
+        build_config=build_config,
+        cache_key_prefix="language_model_options",
+        get_options_func=get_language_model_options,
+        field_name=field_name,
+        field_value=field_value,
+        model_field_name="summary_model",
+    )
+    if field_name != "summary_model":
+        build_config["summary_model"]["value"] = picked
 
 
 def is_compact_request(component: Any) -> bool:

@@ -79,10 +79,16 @@ def refusal(values: dict[str, Any]) -> str | None:
             f"External Memory, or turn {switch} off to read it as the stock Message History does."
         )
     sender_type = values.get("sender_type")
-    if (sender_type and sender_type != ALL_SENDERS) or values.get("sender_name"):
+    changes = []
+    if sender_type and sender_type != ALL_SENDERS:
+        changes.append(f"set Sender Type to {ALL_SENDERS}")
+    if values.get("sender_name"):
+        # The canvas keeps both at no filter while the switch is on; a tweak or a scripted flow can still set them.
+        changes.append("send no Sender Name")
+    if changes:
         return (
-            f"{switch} folds the whole conversation, both senders, into one summary: set Sender Type to "
-            f"{ALL_SENDERS} and leave Sender Name empty, or turn {switch} off to filter by sender."
+            f"{switch} folds the whole conversation, both senders, into one summary: {' and '.join(changes)}, or "
+            f"turn {switch} off to filter by sender."
         )
     return None
 

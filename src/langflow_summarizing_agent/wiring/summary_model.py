@@ -1,5 +1,5 @@
-"""The model that folds: the Summary Model input when connected (or, on the Summarizing Message History, picked on
-the node), else the Agent's own model, with streaming off.
+"""The model that folds: the Summary Model picked on the node (a flow saved with a model connected to it keeps that
+model), else the Agent's own model, with streaming off.
 
 `summarizer_for()` wraps it as the engine's `Summarizer`: built on its first call (a turn that does not fold never
 builds one), called with no callbacks (fold tokens never reach the Playground stream or the agent's trace) and
@@ -33,14 +33,17 @@ def build_summary_model(component: Component) -> BaseLanguageModel:
     """
     from lfx.components.models_and_agents.agent import AgentComponent
 
+    agent = isinstance(component, AgentComponent)
+    # The Agent's Summary Model has a key of its own; the Message History's only model uses the history's API Key.
+    key = getattr(component, "summary_model_api_key" if agent else "api_key", None)
     connected = getattr(component, "summary_model", None)
-    if isinstance(connected, list | str):
-        return _picked_model(component, connected)
-    if connected:
+    if isinstance(connected, list) and connected:
+        return _picked_model(component, connected, key)
+    if connected and not isinstance(connected, list | str):
         return connected
     # A component without a model of its own (the Message History) folds with the one picked on it, or none.
     if not isinstance(component, AgentComponent):
-        return _picked_model(component, [])
+        return _picked_model(component, [], key)
     from lfx.base.models.unified_models import get_llm
 
     return get_llm(
@@ -55,18 +58,18 @@ def build_summary_model(component: Component) -> BaseLanguageModel:
     )
 
 
-def _picked_model(component: Component, picked: list[Any] | str) -> BaseLanguageModel:
+def _picked_model(component: Component, picked: list[Any], api_key: object) -> BaseLanguageModel:
     """A Summary Model picked on the node (a ModelInput, as the Language Model component picks its model), built as
-    that component builds it, without streaming. A string is "Connect other models" with nothing connected."""
-    if not picked or isinstance(picked, str):
-        msg = "no Summary Model is picked; pick one on the node or connect a model to it"
+    that component builds it, without streaming, with `api_key` (blank: the key configured for its provider)."""
+    if not picked:
+        msg = "no Summary Model is picked; pick one on the node"
         raise ValueError(msg)
     from lfx.base.models.unified_models import get_llm
 
     return get_llm(
         model=picked,
         user_id=component.user_id,
-        api_key=getattr(component, "api_key", None),
+        api_key=api_key,
         stream=False,
         watsonx_url=getattr(component, "base_url_ibm_watsonx", None),
         watsonx_project_id=getattr(component, "project_id", None),
@@ -77,7 +80,7 @@ def _picked_model(component: Component, picked: list[Any] | str) -> BaseLanguage
 def summary_model_name(component: Component) -> str | None:
     """The summary model's name for the stored summary, read off the inputs: nothing is built for it."""
     connected = getattr(component, "summary_model", None)
-    if isinstance(connected, list):
+    if isinstance(connected, list) and connected:
         return _picked_name(connected)
     if connected and not isinstance(connected, str):
         return model_name_of(connected)
@@ -117,8 +120,10 @@ def model_name_of(llm: object) -> str | None:
     return type(llm).__name__ if llm is not None else None
 
 
-BUILD_REMEDY_OF_AGENT = "connect a Summary Model or fix the Language Model's settings"
-BUILD_REMEDY_OF_HISTORY = "pick a Summary Model on the node (or connect one) and set the Summary Model API Key"
+BUILD_REMEDY_OF_AGENT = (
+    "pick another Summary Model or set the Summary Model API Key (with none picked, fix the Language Model's settings)"
+)
+BUILD_REMEDY_OF_HISTORY = "pick a Summary Model on the node and set the Summary Model API Key"
 """What to change when the summary model cannot be built, in the fields each component shows."""
 
 

@@ -5,8 +5,9 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 from lfx.components.models_and_agents.agent import AgentComponent
+from lfx.field_typing.range_spec import RangeSpec
 from lfx.inputs.inputs import InputTypes
-from lfx.io import BoolInput, FloatInput, HandleInput, IntInput, MessageTextInput
+from lfx.io import BoolInput, FloatInput, IntInput, MessageTextInput, ModelInput, SecretStrInput
 from lfx.schema.dotdict import dotdict
 from lfx.schema.message import Message
 
@@ -15,16 +16,22 @@ from langflow_summarizing_agent.engine.settings import (
     DEFAULT_FOLD_BATCH,
     DEFAULT_HISTORY_TOKEN_BUDGET,
     DEFAULT_MAX_FOLDS_PER_TURN,
+    DEFAULT_N_MESSAGES,
     DEFAULT_SUMMARY_TIMEOUT_SECONDS,
     DEFAULT_SUMMARY_WORDS,
     FIELD_NAMES,
+    LEAST,
     MAX_MESSAGES_PER_FOLD,
+    MIN_HISTORY_TOKEN_BUDGET,
+    PINNED_KEY_RULE,
+    SUMMARIZING_N_MESSAGES,
 )
 from langflow_summarizing_agent.wiring import agent_turn
 
 SUMMARY_FIELDS = (
     "pinned_keys",
     "summary_model",
+    "summary_model_api_key",
     "fold_batch",
     "summary_words",
     "history_token_budget",
@@ -32,22 +39,38 @@ SUMMARY_FIELDS = (
     "summary_timeout",
 )
 # override_skip: Langflow leaves out the value of a hidden field when it builds a flow; these settings keep theirs,
-# so an API tweak or a scripted flow takes effect whether or not the switch shows them. Summary Model is a handle:
-# its value comes from its edge, never from the template.
+# so an API tweak or a scripted flow takes effect whether or not the switch shows them.
 SETTING = {"override_skip": True, "api_editable": True}
 
 
 STOCK_N_MESSAGES = next(i for i in AgentComponent.inputs if i.name == "n_messages")
 N_MESSAGES_INFO = (
-    "Messages sent word for word: the newest N - 1 messages before the input (the input takes one slot). Older "
-    "messages reach the model through the summary. 0 turns memory off, summary included."
+    "Messages sent word for word: the newest N - 1 messages before the input (the input takes one slot), and the "
+    "older ones waiting for the next fold (up to Fold Batch, twice that when the provider caches prompts). Older "
+    f"messages reach the model through the summary. {SUMMARIZING_N_MESSAGES} is a good start; switching Summarize "
+    f"Older Messages off sets the stock Agent's {DEFAULT_N_MESSAGES} if it is still at {SUMMARIZING_N_MESSAGES}. 0 "
+    "turns memory off, summary included."
 )
 """Help of Number of Chat History Messages while Summarize Older Messages is on."""
 
 
 def _n_messages_input() -> InputTypes:
-    # Refreshed on edit, so a window that makes no sense is refused at once; its help follows the switch.
-    return STOCK_N_MESSAGES.model_copy(update={"real_time_refresh": True, "info": N_MESSAGES_INFO})
+    # Refreshed on edit, so a window that makes no sense is refused at once; its help follows the switch. A new node
+    # summarizes with the recent window the user guide recommends.
+    return STOCK_N_MESSAGES.model_copy(
+        update={"real_time_refresh": True, "info": N_MESSAGES_INFO, "value": SUMMARIZING_N_MESSAGES}
+    )
+
+
+def _follow_the_switch(build_config: dotdict, enabled: bool) -> None:
+    """Number of Chat History Messages at its default follows the switch: the recommended window on, the stock
+    Agent's default off, so the switch off is the stock Agent. A number the user set stays."""
+    field = build_config.get("n_messages")
+    if field is None:
+        return
+    old, new = (DEFAULT_N_MESSAGES, SUMMARIZING_N_MESSAGES) if enabled else (SUMMARIZING_N_MESSAGES, DEFAULT_N_MESSAGES)
+    if field.get("value") == old:
+        field["value"] = new
 
 
 class SummarizingAgentComponent(AgentComponent):
@@ -78,21 +101,38 @@ class SummarizingAgentComponent(AgentComponent):
             display_name=FIELD_NAMES["pinned_keys"],
             info=(
                 "Facts the summary always keeps, by name, for example project_id, customer. Their latest values "
-                "open the summary however long ago they were said. Names only; the values are never shown in chat."
+                "open the summary however long ago they were said. Names only; the values are never shown in chat. "
+                f"{PINNED_KEY_RULE} A key typed otherwise is changed to follow the rule."
             ),
             is_list=True,
+            real_time_refresh=True,
             **SETTING,
         ),
-        HandleInput(
+        ModelInput(
             name="summary_model",
             display_name=FIELD_NAMES["summary_model"],
-            info="Optional cheaper model for the summary calls. Nothing connected: the Agent's own model summarizes.",
-            input_types=["LanguageModel"],
+            info=(
+                "Optional cheaper model for the summary calls, built only when a fold runs; if it cannot be built or "
+                "fails, the fold fails and the turn goes on. None picked: the Agent's own model summarizes."
+            ),
+            real_time_refresh=True,
             required=False,
             advanced=True,
+            # A picker only: a connected model node would be built with the flow, and its failure would fail the turn.
+            external_options={},
+            **SETTING,
+        ),
+        SecretStrInput(
+            name="summary_model_api_key",
+            display_name=FIELD_NAMES["summary_model_api_key"],
+            info="The Summary Model's key. Leave blank to use the key configured for its provider.",
+            required=False,
+            advanced=True,
+            **SETTING,
         ),
         IntInput(
             name="fold_batch",
+            range_spec=RangeSpec(min=LEAST["fold_batch"], max=1_000_000, step=1, step_type="int"),
             display_name=FIELD_NAMES["fold_batch"],
             info=(
                 "Messages older than the Number of Chat History Messages that build up (still sent word for word) "
@@ -106,6 +146,7 @@ class SummarizingAgentComponent(AgentComponent):
         ),
         IntInput(
             name="summary_words",
+            range_spec=RangeSpec(min=LEAST["summary_words"], max=1_000_000, step=1, step_type="int"),
             display_name=FIELD_NAMES["summary_words"],
             info="Longest summary, in words (at least 20); a longer one is clipped.",
             value=DEFAULT_SUMMARY_WORDS,
@@ -115,11 +156,14 @@ class SummarizingAgentComponent(AgentComponent):
         ),
         IntInput(
             name="history_token_budget",
+            range_spec=RangeSpec(min=LEAST["history_token_budget"], max=1_000_000, step=1, step_type="int"),
             display_name=FIELD_NAMES["history_token_budget"],
             info=(
                 "Most tokens of history per model call: the summary, its pinned facts and the recent messages. Past "
                 "80% of it, older messages are folded early; if the last Number of Chat History Messages alone do "
-                "not fit, only the newest that fit are sent. 0 turns the budget off."
+                "not fit, only the newest that fit are sent, and the memory step says so. 0 turns the budget off; "
+                f"otherwise at least {MIN_HISTORY_TOKEN_BUDGET}, and a budget too small for the summary message and "
+                "the newest exchange is raised to the least that holds them."
             ),
             value=DEFAULT_HISTORY_TOKEN_BUDGET,
             advanced=True,
@@ -128,6 +172,7 @@ class SummarizingAgentComponent(AgentComponent):
         ),
         IntInput(
             name="max_folds_per_turn",
+            range_spec=RangeSpec(min=LEAST["max_folds_per_turn"], max=1_000_000, step=1, step_type="int"),
             display_name=FIELD_NAMES["max_folds_per_turn"],
             info=(
                 f"Most summary calls in one turn, each folding up to {MAX_MESSAGES_PER_FOLD} messages. A long session "
@@ -140,6 +185,7 @@ class SummarizingAgentComponent(AgentComponent):
         ),
         FloatInput(
             name="summary_timeout",
+            range_spec=RangeSpec(min=0, max=3_600, step=1),
             display_name=FIELD_NAMES["summary_timeout"],
             info=(
                 "Seconds to wait for one summary call; a slower one is abandoned and the turn uses the previous "
@@ -182,10 +228,14 @@ class SummarizingAgentComponent(AgentComponent):
         self, build_config: dotdict, field_value: Any, field_name: str | None = None
     ) -> dotdict:
         build_config = await super().update_build_config(build_config, field_value, field_name)
-        if field_name in CHECKED_FIELDS:
-            agent_turn.check_settings(build_config, field_name, field_value)
+        agent_turn.refresh_summary_model_options(self, build_config, field_value, field_name)
         switch = build_config.get("summarize_older_messages", {})
         enabled = bool(field_value if field_name == "summarize_older_messages" else switch.get("value"))
+        if field_name == "summarize_older_messages":
+            switch["value"] = enabled
+            _follow_the_switch(build_config, enabled)
+        if field_name in (*CHECKED_FIELDS, "pinned_keys", "summarize_older_messages"):
+            agent_turn.settle_settings(build_config, field_name, field_value)
         for field in SUMMARY_FIELDS:
             if field in build_config:
                 build_config[field]["show"] = enabled

@@ -5,6 +5,7 @@ from typing import Any, cast
 
 from lfx.base.models.unified_models import handle_model_input_update
 from lfx.components.models_and_agents.memory import MemoryComponent
+from lfx.field_typing.range_spec import RangeSpec
 from lfx.io import BoolInput, FloatInput, IntInput, MessageTextInput, ModelInput, SecretStrInput
 from lfx.schema.data import Data
 from lfx.schema.dataframe import DataFrame
@@ -19,7 +20,10 @@ from langflow_summarizing_agent.engine.settings import (
     DEFAULT_SUMMARY_TIMEOUT_SECONDS,
     DEFAULT_SUMMARY_WORDS,
     FIELD_NAMES,
+    LEAST,
     MAX_MESSAGES_PER_FOLD,
+    MIN_HISTORY_TOKEN_BUDGET,
+    PINNED_KEY_RULE,
 )
 from langflow_summarizing_agent.wiring import agent_turn, history_turn
 
@@ -33,7 +37,7 @@ SUMMARY_FIELDS = (
     "max_folds_per_turn",
     "summary_timeout",
 )
-REFUSED_FIELDS = ("sender_type", "sender_name", "summarize_older_messages")
+SENDER_FIELDS = ("sender_type", "sender_name")
 # As on the Summarizing Agent: a hidden field's value still reaches the build, so API tweaks take effect.
 SETTING = {"override_skip": True, "api_editable": True}
 
@@ -59,7 +63,7 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
 
     inputs = [  # noqa: RUF012 - Langflow declares inputs as a class list
         *(
-            i.model_copy(update={"info": N_MESSAGES_INFO}) if i.name == "n_messages" else i
+            i.model_copy(update={"info": N_MESSAGES_INFO, "real_time_refresh": True}) if i.name == "n_messages" else i
             for i in MemoryComponent.inputs
         ),
         BoolInput(
@@ -79,21 +83,28 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
             display_name=FIELD_NAMES["pinned_keys"],
             info=(
                 "Facts the summary always keeps, by name, for example project_id, customer. Their latest values "
-                "open the summary however long ago they were said."
+                f"open the summary however long ago they were said. {PINNED_KEY_RULE} A key typed otherwise is "
+                "changed to follow the rule."
             ),
             is_list=True,
+            real_time_refresh=True,
             **SETTING,
         ),
         ModelInput(
             name="summary_model",
             display_name=FIELD_NAMES["summary_model"],
-            info="The model that writes the summary; a cheap one will do.",
+            info=(
+                "The model that writes the summary; a cheap one will do. Built only when a fold runs; if it cannot "
+                "be built or fails, the fold fails and the run goes on."
+            ),
             real_time_refresh=True,
             required=False,
+            # A picker only: a connected model node would be built with the flow, and its failure would fail the run.
+            external_options={},
         ),
         SecretStrInput(
             name="api_key",
-            display_name="Summary Model API Key",
+            display_name=FIELD_NAMES["summary_model_api_key"],
             info="Overrides global provider settings. Leave blank to use your pre-configured API Key.",
             required=False,
             real_time_refresh=True,
@@ -101,6 +112,7 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
         ),
         IntInput(
             name="fold_batch",
+            range_spec=RangeSpec(min=LEAST["fold_batch"], max=1_000_000, step=1, step_type="int"),
             display_name=FIELD_NAMES["fold_batch"],
             info=(
                 "Messages older than the Number of Messages that build up (still retrieved word for word) before "
@@ -113,6 +125,7 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
         ),
         IntInput(
             name="summary_words",
+            range_spec=RangeSpec(min=LEAST["summary_words"], max=1_000_000, step=1, step_type="int"),
             display_name=FIELD_NAMES["summary_words"],
             info="Longest summary, in words (at least 20); a longer one is clipped.",
             value=DEFAULT_SUMMARY_WORDS,
@@ -122,11 +135,14 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
         ),
         IntInput(
             name="history_token_budget",
+            range_spec=RangeSpec(min=LEAST["history_token_budget"], max=1_000_000, step=1, step_type="int"),
             display_name=FIELD_NAMES["history_token_budget"],
             info=(
                 "Most tokens of history retrieved: the summary, its pinned facts and the recent messages. Past 80% "
                 "of it, older messages are folded early; if the last Number of Messages alone do not fit, only the "
-                "newest that fit are retrieved. 0 turns the budget off."
+                "newest that fit are retrieved. 0 turns the budget off; otherwise at least "
+                f"{MIN_HISTORY_TOKEN_BUDGET}, and a budget too small for the summary message and the newest exchange "
+                "is raised to the least that holds them."
             ),
             value=DEFAULT_HISTORY_TOKEN_BUDGET,
             advanced=True,
@@ -135,6 +151,7 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
         ),
         IntInput(
             name="max_folds_per_turn",
+            range_spec=RangeSpec(min=LEAST["max_folds_per_turn"], max=1_000_000, step=1, step_type="int"),
             display_name=FIELD_NAMES["max_folds_per_turn"],
             info=(
                 f"Most summary calls in one run, each folding up to {MAX_MESSAGES_PER_FOLD} messages. A long session "
@@ -147,6 +164,7 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
         ),
         FloatInput(
             name="summary_timeout",
+            range_spec=RangeSpec(min=0, max=3_600, step=1),
             display_name=FIELD_NAMES["summary_timeout"],
             info=(
                 "Seconds to wait for one summary call; a slower one is abandoned and the run uses the previous "
@@ -191,17 +209,26 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
         build_config = super().update_build_config(build_config, field_value, field_name)
         # It updates `build_config` in place and returns it.
         handle_model_input_update(self, build_config, field_value, field_name, model_field_name="summary_model")
-        values = {name: (build_config.get(name) or {}).get("value") for name in REFUSED_FIELDS}
-        if field_name in REFUSED_FIELDS:
-            values[field_name] = field_value
-        enabled = bool(values["summarize_older_messages"])
-        if enabled and field_name in (*CHECKED_FIELDS, *REFUSED_FIELDS):
-            agent_turn.check_settings(build_config, field_name, field_value, history_turn.FIELD_NAMES_OF_HISTORY)
+        switch = build_config.get("summarize_older_messages") or {}
+        enabled = bool(field_value if field_name == "summarize_older_messages" else switch.get("value"))
+        retrieving = (build_config.get("mode") or {}).get("value") == "Retrieve"
+        if enabled and field_name in (*CHECKED_FIELDS, "pinned_keys", "summarize_older_messages"):
+            agent_turn.settle_settings(build_config, field_name, field_value, history_turn.FIELD_NAMES_OF_HISTORY)
+        if enabled and field_name in ("memory", "summarize_older_messages"):
+            values = {"memory": (build_config.get("memory") or {}).get("value")}
+            if field_name == "memory":
+                values["memory"] = field_value
             problem = history_turn.refusal(values)
             if problem:
                 raise ValueError(problem)
-        retrieving = (build_config.get("mode") or {}).get("value") == "Retrieve"
         for field in SUMMARY_FIELDS:
             if field in build_config:
                 build_config[field]["show"] = retrieving and enabled
+        for field in SENDER_FIELDS:
+            # The summary covers both senders: with the switch on, Retrieve filters no sender, so the filter is not
+            # shown and is kept at no filter.
+            if field in build_config and retrieving and enabled:
+                build_config[field]["value"] = history_turn.ALL_SENDERS if field == "sender_type" else ""
+        if "sender_type" in build_config:
+            build_config["sender_type"]["show"] = not (retrieving and enabled)
         return build_config
