@@ -50,9 +50,10 @@ N_MESSAGES_INFO = (
 
 class SummarizingMessageHistoryComponent(MemoryComponent):
     display_name: str = "Summarizing Message History"
+    # "Memory" leads: the sidebar's search finds a word near the start of the description.
     description: str = (
-        "Message History that folds older chat messages into a per-session summary with pinned key facts, and "
-        "retrieves the summary followed by the recent messages."
+        "Memory that summarizes: a Message History that folds older chat messages into a per-session summary with "
+        "pinned key facts, and retrieves the summary followed by the recent messages."
     )
     icon = "message-square-more"
     name = "SummarizingMessageHistory"
