@@ -1,5 +1,6 @@
-"""A real `langflow run` server serves both components with the switch on and refuses a nonsensical edit over HTTP
-(400, naming the field as the component shows it) while accepting a sensible one."""
+"""A real `langflow run` server serves both components with the switch on; over HTTP, as the canvas sends it, an edit
+the settings would refuse comes back at the nearest accepted value, so the canvas saves only what a turn accepts; a
+value that is no number is refused (400; Langflow's own number field refuses it before the component sees it)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def _update(client: Any, node: dict[str, Any], field: str, value: Any) -> Any:
 
 
 @pytest.mark.parametrize("component_type", [AGENT_TYPE, HISTORY_TYPE], ids=["agent", "message_history"])
-def test_the_server_refuses_a_nonsensical_edit_with_http_400_naming_the_field(
+def test_an_edit_comes_back_at_the_nearest_accepted_value_and_no_number_is_refused(
     langflow_server: LangflowServer, component_type: str
 ):
     with langflow_server.client(token=langflow_server.superuser_token) as client:
@@ -38,21 +39,28 @@ def test_the_server_refuses_a_nonsensical_edit_with_http_400_naming_the_field(
         assert node["template"]["summarize_older_messages"]["value"] is True
         assert node["template"]["pinned_keys"]["advanced"] is False
 
-        refused = _update(client, node, "fold_batch", 0)
+        settled = _update(client, node, "fold_batch", 0)
         accepted = _update(client, node, "fold_batch", 4)
+        budget = _update(client, node, "history_token_budget", 150)
+        keys = _update(client, node, "pinned_keys", ["customer name", "clé"])
+        refused = _update(client, node, "fold_batch", "many")
 
-    assert refused.status_code == 400, refused.text
-    assert "Fold Batch must be at least 1 message" in refused.json()["detail"]
-    assert accepted.status_code == 200, accepted.text
+    assert settled.status_code == 200, settled.text
+    assert settled.json()["template"]["fold_batch"]["value"] == 1
     assert accepted.json()["template"]["fold_batch"]["value"] == 4
+    assert budget.json()["template"]["history_token_budget"]["value"] > 150
+    assert keys.json()["template"]["pinned_keys"]["value"] == ["customer_name", "clé"]
+    assert refused.status_code == 400, refused.text
 
 
-def test_the_server_refuses_a_sender_filter_on_the_summarizing_message_history_saying_why(
-    langflow_server: LangflowServer,
-):
+def test_switching_the_history_on_clears_its_sender_filter(langflow_server: LangflowServer):
     with langflow_server.client(token=langflow_server.superuser_token) as client:
         node = _catalog_node(client, HISTORY_TYPE)
-        refused = _update(client, node, "sender_name", "Support Bot")
+        node["template"]["sender_type"]["value"] = "User"
+        node["template"]["sender_name"]["value"] = "Support Bot"
+        switched = _update(client, node, "summarize_older_messages", True)
 
-    assert refused.status_code == 400, refused.text
-    assert "Sender Name" in refused.json()["detail"]
+    assert switched.status_code == 200, switched.text
+    template = switched.json()["template"]
+    assert (template["sender_type"]["value"], template["sender_name"]["value"]) == ("Machine and User", "")
+    assert template["sender_type"]["show"] is False

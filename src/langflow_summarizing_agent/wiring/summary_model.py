@@ -22,6 +22,16 @@ from langflow_summarizing_agent.engine.fold import Summarizer
 
 if TYPE_CHECKING:
     from lfx.custom.custom_component.component import Component
+    from lfx.io import ModelInput
+
+
+def summary_model_picker(**fields: Any) -> ModelInput:
+    from lfx.io import ModelInput
+
+    """The Summary Model input: a model picker only, without "Connect other models" (the canvas shows a model field's
+    handle only in that mode). A model node connected to it would be built with the flow, before any fold, and its
+    failure would fail the turn; a picked model is built only when a fold runs, so its failure is a failed fold."""
+    return ModelInput(external_options={}, **fields)
 
 
 def build_summary_model(component: Component) -> BaseLanguageModel:

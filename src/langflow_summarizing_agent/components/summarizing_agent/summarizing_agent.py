@@ -7,7 +7,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from lfx.components.models_and_agents.agent import AgentComponent
 from lfx.field_typing.range_spec import RangeSpec
 from lfx.inputs.inputs import InputTypes
-from lfx.io import BoolInput, FloatInput, IntInput, MessageTextInput, ModelInput, SecretStrInput
+from lfx.io import BoolInput, FloatInput, IntInput, MessageTextInput, SecretStrInput
 from lfx.schema.dotdict import dotdict
 from lfx.schema.message import Message
 
@@ -27,6 +27,7 @@ from langflow_summarizing_agent.engine.settings import (
     SUMMARIZING_N_MESSAGES,
 )
 from langflow_summarizing_agent.wiring import agent_turn
+from langflow_summarizing_agent.wiring.summary_model import summary_model_picker
 
 SUMMARY_FIELDS = (
     "pinned_keys",
@@ -109,7 +110,7 @@ class SummarizingAgentComponent(AgentComponent):
             real_time_refresh=True,
             **SETTING,
         ),
-        ModelInput(
+        summary_model_picker(
             name="summary_model",
             display_name=FIELD_NAMES["summary_model"],
             info=(
@@ -119,8 +120,6 @@ class SummarizingAgentComponent(AgentComponent):
             real_time_refresh=True,
             required=False,
             advanced=True,
-            # A picker only: a connected model node would be built with the flow, and its failure would fail the turn.
-            external_options={},
             **SETTING,
         ),
         SecretStrInput(

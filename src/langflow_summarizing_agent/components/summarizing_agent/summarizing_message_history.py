@@ -6,7 +6,7 @@ from typing import Any, cast
 from lfx.base.models.unified_models import handle_model_input_update
 from lfx.components.models_and_agents.memory import MemoryComponent
 from lfx.field_typing.range_spec import RangeSpec
-from lfx.io import BoolInput, FloatInput, IntInput, MessageTextInput, ModelInput, SecretStrInput
+from lfx.io import BoolInput, FloatInput, IntInput, MessageTextInput, SecretStrInput
 from lfx.schema.data import Data
 from lfx.schema.dataframe import DataFrame
 from lfx.schema.dotdict import dotdict
@@ -26,6 +26,7 @@ from langflow_summarizing_agent.engine.settings import (
     PINNED_KEY_RULE,
 )
 from langflow_summarizing_agent.wiring import agent_turn, history_turn
+from langflow_summarizing_agent.wiring.summary_model import summary_model_picker
 
 SUMMARY_FIELDS = (
     "pinned_keys",
@@ -91,7 +92,7 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
             real_time_refresh=True,
             **SETTING,
         ),
-        ModelInput(
+        summary_model_picker(
             name="summary_model",
             display_name=FIELD_NAMES["summary_model"],
             info=(
@@ -100,8 +101,6 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
             ),
             real_time_refresh=True,
             required=False,
-            # A picker only: a connected model node would be built with the flow, and its failure would fail the run.
-            external_options={},
         ),
         SecretStrInput(
             name="api_key",

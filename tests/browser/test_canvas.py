@@ -1,0 +1,225 @@
+"""What the canvas shows is what runs: headless Chromium against the shared real server.
+
+1. A value typed on the node that the settings would refuse comes back at the nearest accepted value, in the field
+   and in the saved flow (never a refused value kept until the next run fails).
+2. Switching Summarize Older Messages off and on keeps the Summary Model picked and removes no connection, and
+   Number of Chat History Messages follows the switch from the stock Agent's 100 to the recommended 10.
+3. Pinned keys are kept as keys a turn accepts while they are typed, in any script.
+4. The ready Memory Chatbot opens with no node under another.
+5. The sidebar's search for "memory" finds both components.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from itertools import combinations
+from typing import Any
+
+import pytest
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from langflow_summarizing_agent.engine.settings import settings_from
+from tests.support.browser import (
+    clickable,
+    create_flow,
+    screenshot_on_failure,
+    visible,
+    wait_for,
+    wait_until_saved,
+)
+from tests.support.flow_files import AGENT_TYPE, MEMORY_CHATBOT_PATH
+from tests.support.server_fixtures import LangflowServer, ServerUser
+
+pytestmark = pytest.mark.browser
+
+PICKED = [{"name": "gpt-4o-mini", "provider": "OpenAI", "icon": "OpenAI", "metadata": {}}]
+REMOVED_CONNECTIONS = "connections were removed"
+"""Langflow's notice when a hidden handle loses its edge."""
+
+
+def _agent_flow(server: LangflowServer, user: ServerUser, **fields: dict[str, Any]) -> str:
+    """A new flow holding one Summarizing Agent as the sidebar adds it, with `fields` changed in its template."""
+    with server.client(token=user.token) as client:
+        node = client.get("/api/v1/all").raise_for_status().json()["summarizing_agent"][AGENT_TYPE]
+    for name, changes in fields.items():
+        node["template"][name].update(changes)
+    node_id = f"{AGENT_TYPE}-Cnv4s"
+    flow_node = {
+        "id": node_id,
+        "type": "genericNode",
+        "position": {"x": 300, "y": 40},
+        "data": {"id": node_id, "type": AGENT_TYPE, "node": node, "showNode": True},
+    }
+    data = {"nodes": [flow_node], "edges": [], "viewport": {"x": 0, "y": -480, "zoom": 1}}
+    return create_flow(server, user, {"name": "Canvas test", "data": data})
+
+
+def _open(driver: WebDriver, server: LangflowServer, flow_id: str) -> None:
+    driver.get(f"{server.base_url}/flow/{flow_id}")
+    visible(driver, "title-Summarizing Agent")
+
+
+def _type_and_leave(driver: WebDriver, test_id: str, text: str) -> None:
+    """Replace a field's text as a user does (select all, type) and leave it with Tab."""
+    field = clickable(driver, test_id)
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", field)
+    ActionChains(driver).move_to_element(field).click().perform()
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys(Keys.BACKSPACE)
+    field.send_keys(text)
+    field.send_keys(Keys.TAB)
+
+
+def _shown(driver: WebDriver, test_id: str) -> str:
+    return clickable(driver, test_id).get_attribute("value") or ""
+
+
+def _saved(
+    server: LangflowServer, user: ServerUser, flow_id: str, check: Callable[[dict[str, Any]], bool], what: str
+) -> dict[str, Any]:
+    return wait_until_saved(server, user, flow_id, AGENT_TYPE, check, what)
+
+
+def test_a_refused_number_comes_back_at_the_nearest_accepted_value_in_the_field_and_the_saved_flow(
+    logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser
+) -> None:
+    browser = logged_in
+    flow_id = _agent_flow(
+        langflow_server, user, fold_batch={"advanced": False}, history_token_budget={"advanced": False}
+    )
+    try:
+        _open(browser, langflow_server, flow_id)
+
+        _type_and_leave(browser, "int_int_fold_batch", "0")
+        wait_for(browser, lambda d: _shown(d, "int_int_fold_batch") == "1", "Fold Batch to show 1")
+        _saved(langflow_server, user, flow_id, lambda t: t["fold_batch"]["value"] == 1, "Fold Batch 1")
+
+        for typed in ("150", "-5"):
+            _type_and_leave(browser, "int_int_history_token_budget", typed)
+            wait_for(
+                browser,
+                lambda d: int(_shown(d, "int_int_history_token_budget") or 0) >= 200,
+                f"History Token Budget {typed} to come back at the least budget that holds the summary",
+            )
+            shown = int(_shown(browser, "int_int_history_token_budget"))
+            template = _saved(
+                langflow_server,
+                user,
+                flow_id,
+                lambda t, shown=shown: t["history_token_budget"]["value"] == shown,
+                f"the History Token Budget the field shows ({shown})",
+            )
+            values = {name: template[name]["value"] for name in ("fold_batch", "history_token_budget")}
+            assert settings_from(values) is not None
+    except Exception:
+        screenshot_on_failure(browser, "canvas-numbers-failure.png")
+        raise
+
+
+def test_switching_off_and_on_keeps_the_summary_model_and_the_window_follows_the_switch(
+    logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser
+) -> None:
+    browser = logged_in
+    flow_id = _agent_flow(langflow_server, user, summary_model={"advanced": False, "value": PICKED})
+    try:
+        _open(browser, langflow_server, flow_id)
+        visible(browser, "title-summary model")
+
+        clickable(browser, "toggle_bool_summarize_older_messages").click()
+        off = _saved(
+            langflow_server, user, flow_id, lambda t: t["summarize_older_messages"]["value"] is False, "the switch off"
+        )
+        assert off["n_messages"]["value"] == 100
+        clickable(browser, "toggle_bool_summarize_older_messages").click()
+        on = _saved(
+            langflow_server, user, flow_id, lambda t: t["summarize_older_messages"]["value"] is True, "the switch on"
+        )
+        visible(browser, "title-summary model")
+        page = browser.find_element(By.TAG_NAME, "body").text
+    except Exception:
+        screenshot_on_failure(browser, "canvas-switch-failure.png")
+        raise
+
+    assert on["n_messages"]["value"] == 10
+    assert [(m["provider"], m["name"]) for m in on["summary_model"]["value"]] == [("OpenAI", "gpt-4o-mini")]
+    assert on["summary_model"]["external_options"] == {}, "a picker only: no Connect other models"
+    assert REMOVED_CONNECTIONS not in page
+
+
+def test_pinned_keys_are_kept_as_keys_while_they_are_typed_in_any_script(
+    logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser
+) -> None:
+    browser = logged_in
+    flow_id = _agent_flow(langflow_server, user)
+    try:
+        _open(browser, langflow_server, flow_id)
+        _type_and_leave(browser, "inputlist_str_pinned_keys_0", "customer name")
+        wait_for(browser, lambda d: _shown(d, "inputlist_str_pinned_keys_0") == "customer_name", "customer_name")
+        clickable(browser, "input-list-plus-btn_pinned_keys-0").click()
+        _type_and_leave(browser, "inputlist_str_pinned_keys_1", "客户")
+        saved = _saved(
+            langflow_server,
+            user,
+            flow_id,
+            lambda t: t["pinned_keys"]["value"] == ["customer_name", "客户"],
+            "Pinned Keys ['customer_name', '客户']",
+        )
+    except Exception:
+        screenshot_on_failure(browser, "canvas-pinned-keys-failure.png")
+        raise
+
+    assert "any script" in saved["pinned_keys"]["info"]
+    assert "at most 64 characters" in saved["pinned_keys"]["info"]
+
+
+def test_the_ready_memory_chatbot_opens_with_no_node_under_another(
+    logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser
+) -> None:
+    browser = logged_in
+    flow = json.loads(MEMORY_CHATBOT_PATH.read_text(encoding="utf-8"))
+    flow.pop("id", None)
+    flow_id = create_flow(langflow_server, user, flow)
+    try:
+        browser.get(f"{langflow_server.base_url}/flow/{flow_id}")
+        visible(browser, "title-Summarizing Message History")
+        nodes = wait_for(
+            browser,
+            lambda d: (found := d.find_elements(By.CSS_SELECTOR, ".react-flow__node")) and len(found) == 5 and found,
+            "the flow's five nodes",
+        )
+        boxes = {node.text.split("\n", 1)[0]: node.rect for node in nodes}
+    except Exception:
+        screenshot_on_failure(browser, "memory-chatbot-layout-failure.png")
+        raise
+
+    overlapping = [(a, b) for (a, box_a), (b, box_b) in combinations(boxes.items(), 2) if _overlap(box_a, box_b)]
+    assert overlapping == [], boxes
+
+
+def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+    )
+
+
+def test_searching_the_sidebar_for_memory_finds_both_components(
+    logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser
+) -> None:
+    browser = logged_in
+    flow_id = _agent_flow(langflow_server, user)
+    try:
+        _open(browser, langflow_server, flow_id)
+        clickable(browser, "sidebar-search-input").send_keys("memory")
+        # Sidebar entries are `<category><display name>`; our bundle is the category.
+        visible(browser, "summarizing_agentSummarizing Agent")
+        visible(browser, "summarizing_agentSummarizing Message History")
+    except Exception:
+        screenshot_on_failure(browser, "sidebar-memory-search-failure.png")
+        raise
