@@ -49,12 +49,13 @@ NODE_IDS = {
     "ChatOutput": "ChatOutput-Co9xF",
 }
 POSITIONS = {
-    # Below the history node (about 640 px tall on the canvas), never under it.
-    "ChatInput": (0, 720),
-    HISTORY_TYPE: (0, 0),
-    "Prompt Template": (480, 240),
-    "LanguageModelComponent": (900, 200),
-    "ChatOutput": (1320, 320),
+    # Nodes are about 410 px wide on the canvas; Chat Input (about 270 px tall) sits above the history node, which
+    # grows with its fields.
+    "ChatInput": (0, 0),
+    HISTORY_TYPE: (0, 340),
+    "Prompt Template": (520, 240),
+    "LanguageModelComponent": (1020, 200),
+    "ChatOutput": (1520, 320),
 }
 
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from itertools import combinations
 from typing import Any
@@ -24,6 +25,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from langflow_summarizing_agent.engine.settings import settings_from
 from tests.support.browser import (
+    click,
     clickable,
     create_flow,
     screenshot_on_failure,
@@ -37,6 +39,7 @@ from tests.support.server_fixtures import LangflowServer, ServerUser
 pytestmark = pytest.mark.browser
 
 PICKED = [{"name": "gpt-4o-mini", "provider": "OpenAI", "icon": "OpenAI", "metadata": {}}]
+RETYPE_SECONDS = 6
 REMOVED_CONNECTIONS = "connections were removed"
 """Langflow's notice when a hidden handle loses its edge."""
 
@@ -74,6 +77,23 @@ def _type_and_leave(driver: WebDriver, test_id: str, text: str) -> None:
     field.send_keys(Keys.TAB)
 
 
+def _enter(driver: WebDriver, test_id: str, text: str, kept: Callable[[str], bool], what: str) -> str:
+    """Type `text` into the field and leave it until the field shows what `kept` accepts (a node that is still
+    loading from the server resets what is typed meanwhile); the value it shows then."""
+    typed_at = [0.0]
+
+    def shows_it(d: WebDriver) -> bool:
+        if kept(_shown(d, test_id)) and typed_at[0]:
+            return True
+        if time.monotonic() - typed_at[0] > RETYPE_SECONDS:
+            _type_and_leave(d, test_id, text)
+            typed_at[0] = time.monotonic()
+        return False
+
+    wait_for(driver, shows_it, what)
+    return _shown(driver, test_id)
+
+
 def _shown(driver: WebDriver, test_id: str) -> str:
     return clickable(driver, test_id).get_attribute("value") or ""
 
@@ -94,18 +114,19 @@ def test_a_refused_number_comes_back_at_the_nearest_accepted_value_in_the_field_
     try:
         _open(browser, langflow_server, flow_id)
 
-        _type_and_leave(browser, "int_int_fold_batch", "0")
-        wait_for(browser, lambda d: _shown(d, "int_int_fold_batch") == "1", "Fold Batch to show 1")
+        _enter(browser, "int_int_fold_batch", "0", lambda shown: shown == "1", "Fold Batch 0 to show 1")
         _saved(langflow_server, user, flow_id, lambda t: t["fold_batch"]["value"] == 1, "Fold Batch 1")
 
         for typed in ("150", "-5"):
-            _type_and_leave(browser, "int_int_history_token_budget", typed)
-            wait_for(
-                browser,
-                lambda d: int(_shown(d, "int_int_history_token_budget") or 0) >= 200,
-                f"History Token Budget {typed} to come back at the least budget that holds the summary",
+            shown = int(
+                _enter(
+                    browser,
+                    "int_int_history_token_budget",
+                    typed,
+                    lambda shown: shown.isdigit() and 200 <= int(shown) != 7_000,
+                    f"History Token Budget {typed} to come back at the least budget that holds the summary",
+                )
             )
-            shown = int(_shown(browser, "int_int_history_token_budget"))
             template = _saved(
                 langflow_server,
                 user,
@@ -129,12 +150,12 @@ def test_switching_off_and_on_keeps_the_summary_model_and_the_window_follows_the
         _open(browser, langflow_server, flow_id)
         visible(browser, "title-summary model")
 
-        clickable(browser, "toggle_bool_summarize_older_messages").click()
+        click(browser, "toggle_bool_summarize_older_messages")
         off = _saved(
             langflow_server, user, flow_id, lambda t: t["summarize_older_messages"]["value"] is False, "the switch off"
         )
         assert off["n_messages"]["value"] == 100
-        clickable(browser, "toggle_bool_summarize_older_messages").click()
+        click(browser, "toggle_bool_summarize_older_messages")
         on = _saved(
             langflow_server, user, flow_id, lambda t: t["summarize_older_messages"]["value"] is True, "the switch on"
         )
@@ -157,9 +178,14 @@ def test_pinned_keys_are_kept_as_keys_while_they_are_typed_in_any_script(
     flow_id = _agent_flow(langflow_server, user)
     try:
         _open(browser, langflow_server, flow_id)
-        _type_and_leave(browser, "inputlist_str_pinned_keys_0", "customer name")
-        wait_for(browser, lambda d: _shown(d, "inputlist_str_pinned_keys_0") == "customer_name", "customer_name")
-        clickable(browser, "input-list-plus-btn_pinned_keys-0").click()
+        _enter(
+            browser,
+            "inputlist_str_pinned_keys_0",
+            "customer name",
+            lambda shown: shown == "customer_name",
+            "customer name to be kept as customer_name",
+        )
+        click(browser, "input-list-plus-btn_pinned_keys-0")
         _type_and_leave(browser, "inputlist_str_pinned_keys_1", "客户")
         saved = _saved(
             langflow_server,
@@ -186,12 +212,15 @@ def test_the_ready_memory_chatbot_opens_with_no_node_under_another(
     try:
         browser.get(f"{langflow_server.base_url}/flow/{flow_id}")
         visible(browser, "title-Summarizing Message History")
-        nodes = wait_for(
+        # Read at once, and again if the canvas re-renders meanwhile (wait_for looks again on a stale element).
+        boxes = wait_for(
             browser,
-            lambda d: (found := d.find_elements(By.CSS_SELECTOR, ".react-flow__node")) and len(found) == 5 and found,
+            lambda d: (
+                len(found := d.find_elements(By.CSS_SELECTOR, ".react-flow__node")) == 5
+                and {node.text.split("\n", 1)[0]: node.rect for node in found}
+            ),
             "the flow's five nodes",
         )
-        boxes = {node.text.split("\n", 1)[0]: node.rect for node in nodes}
     except Exception:
         screenshot_on_failure(browser, "memory-chatbot-layout-failure.png")
         raise

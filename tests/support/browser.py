@@ -81,7 +81,8 @@ def click(driver: WebDriver, test_id: str) -> None:
         clickable(d, test_id).click()
         return True
 
-    wait = WebDriverWait(driver, WAIT_SECONDS, ignored_exceptions=(ElementClickInterceptedException,))
+    ignored = (ElementClickInterceptedException, StaleElementReferenceException)
+    wait = WebDriverWait(driver, WAIT_SECONDS, ignored_exceptions=ignored)
     wait.until(clicked, message=f"a click on {test_id}")
 
 
@@ -135,11 +136,11 @@ def create_flow(server: LangflowServer, user: ServerUser, flow: dict[str, Any]) 
 
 
 def saved_template(server: LangflowServer, user: ServerUser, flow_id: str, component_type: str) -> dict[str, Any]:
-    """The template of the flow's node of `component_type`, as the canvas last saved it."""
+    """The template of the flow's node of `component_type`, as the canvas last saved it; empty before it is saved."""
     with server.client(token=user.token) as client:
         flow = client.get(f"/api/v1/flows/{flow_id}").raise_for_status().json()
-    [node] = [node for node in flow["data"]["nodes"] if node["data"]["type"] == component_type]
-    return node["data"]["node"]["template"]
+    nodes = [node for node in flow["data"]["nodes"] if node["data"]["type"] == component_type]
+    return nodes[0]["data"]["node"]["template"] if nodes else {}
 
 
 def wait_until_saved(
@@ -155,7 +156,7 @@ def wait_until_saved(
     template: dict[str, Any] = {}
     while time.monotonic() < deadline:
         template = saved_template(server, user, flow_id, component_type)
-        if saved(template):
+        if template and saved(template):
             return template
         time.sleep(0.5)
     pytest.fail(f"the canvas did not save {what} within {SAVE_WAIT_SECONDS} s")
