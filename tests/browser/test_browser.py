@@ -16,6 +16,7 @@ Helpers and the browser: `tests/support/browser.py`, `tests/browser/conftest.py`
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,7 @@ from tests.support.flow_files import (
     load_memory_chatbot_flow,
     load_support_flow,
     memory_chatbot_offline,
+    node_of_type,
     read_records,
     with_offline_model,
 )
@@ -60,6 +62,8 @@ SCREENSHOTS_DIR = ROOT / "docs" / "screenshots"
 NODE_SCREENSHOT = SCREENSHOTS_DIR / "summarizing-agent-node.png"
 PLAYGROUND_SCREENSHOT = SCREENSHOTS_DIR / "playground-memory-step.png"
 CHAT_MESSAGES = 15
+CLEARED_CHAT_MESSAGES = 6
+FOLD_SECONDS = 3
 STEP_TEXT = "//*[starts-with(normalize-space(.), 'Memory: summary covers')]"
 """The memory step's text once a summary exists: a line "Memory:", then its items as a list."""
 COVERED = re.compile(r"summary covers (\d+) earlier messages")
@@ -184,20 +188,7 @@ def test_the_playground_shows_the_memory_step_and_deleting_the_session_drops_its
         SCREENSHOTS_DIR.mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(PLAYGROUND_SCREENSHOT))
 
-        # Cleared, the conversation starts again: no report of the fold after the cleared conversation's last reply.
-        _session_menu(browser, session_id, "clear-chat-option")
-        wait_for(
-            browser,
-            lambda _: session_id not in session_ids(langflow_server, user, flow_id),
-            "the session's messages to be cleared",
-        )
-        send(browser, "Hello again: the deployment works now.", 0)
-        _open_last_step(browser)
-        items = _last_step_items(browser)
-        assert items[0] == "no summary yet"
-        assert not any("previous reply" in item for item in items), items
-
-        send(browser, "/compact", 1)
+        send(browser, "/compact", CHAT_MESSAGES)
         compacted = wait_for(browser, lambda d: replies(d)[-1].text, "the /compact reply")
         assert compacted.count(COMPACT_REPLY_PREFIX) == 1
         assert "PRJ-456" not in compacted
@@ -249,3 +240,42 @@ def test_the_memory_chatbot_playground_shows_no_summary_and_its_model_got_the_su
     except Exception:
         screenshot_on_failure(browser, "memory-chatbot-playground-failure.png")
         raise
+
+
+def test_a_cleared_chat_starts_again_with_no_report_of_the_cleared_conversations_folds(
+    logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser, tmp_path: Path
+) -> None:
+    """The Playground's Default Session (its id is the flow's) can be cleared: its messages go, and with them its
+    summary and the report of the fold after its last reply."""
+    browser = logged_in
+    flow = with_offline_model(load_support_flow(), tmp_path / "calls.jsonl", n_messages=4, fold_batch=2)
+    # Each fold takes a while, so the fold after the last reply still runs when the chat is cleared.
+    node_of_type(flow, "FakeChatModel")["data"]["node"]["template"]["fold_delay"]["value"] = FOLD_SECONDS
+    flow_id = create_flow(langflow_server, user, flow)
+    try:
+        browser.get(f"{langflow_server.base_url}/flow/{flow_id}")
+        click(browser, "playground-btn-flow-io")
+        for turn in range(CLEARED_CHAT_MESSAGES):
+            send(browser, OPENING if turn == 0 else f"Step {turn}: it still fails.", turn)
+            time.sleep(FOLD_SECONDS)
+        _open_last_step(browser)
+        assert any(item.startswith("folded after the previous reply") for item in _last_step_items(browser))
+        send(browser, "One more step: still failing.", CLEARED_CHAT_MESSAGES)
+
+        # The Default Session's "Clear session" is the menu item other sessions call "Delete session".
+        _session_menu(browser, flow_id, "delete-session-option")
+        wait_for(
+            browser,
+            lambda _: flow_id not in session_ids(langflow_server, user, flow_id),
+            "the session's messages to be cleared",
+        )
+        time.sleep(FOLD_SECONDS)  # the fold of the cleared conversation ends
+        send(browser, "Hello again: the deployment works now.", 0)
+        _open_last_step(browser)
+        items = _last_step_items(browser)
+    except Exception:
+        screenshot_on_failure(browser, "playground-cleared-chat-failure.png")
+        raise
+
+    assert items[0] == "no summary yet"
+    assert not any("previous reply" in item for item in items), items

@@ -98,9 +98,13 @@ async def test_the_fold_after_the_reply_of_a_cleared_conversation_is_not_reporte
     cleared = InMemoryStore(make_messages(["a new start", "Noted."]))
     fresh = await read_and_plan(cleared, settings, failures=SaveFailures())
 
+    lost = replace(previous, folded=0, problems=("another run saved the summary first",), summary=Summary())
+
     assert "folded after the previous reply: 4 messages" in memory_step_text(kept, (), 0.0, previous=previous)
     assert "previous reply" not in memory_step_text(fresh, (), 0.0, previous=previous)
     assert "previous reply" not in status_text(fresh, previous)
+    # Its save lost to the clear: the fold found no row, and the new conversation has none either.
+    assert "previous reply" not in memory_step_text(fresh, (), 0.0, previous=lost)
 
 
 async def test_a_compact_whose_summary_call_failed_says_so_first_and_is_left_out_of_plans() -> None:

@@ -45,9 +45,11 @@ def verbatim_history_tokens(turn: Turn) -> int:
 
 
 def previous_of(turn: Turn, previous: CatchUp | None) -> CatchUp | None:
-    """The fold after the previous reply, when it folded into the summary this turn read: a fold of a conversation
-    cleared or deleted since is not this conversation's to report."""
-    if previous is None or previous.summary.row_id != turn.summary.row_id:
+    """The fold after the previous reply, when its summary is the stored summary this turn read: a fold of a
+    conversation cleared or deleted since (its row gone, or a new one stored) is not this conversation's to report.
+    A fold whose summary has no row (it found none to save to) has nothing of this conversation to report either;
+    a back-off it leaves shows in the summary the turn read."""
+    if previous is None or previous.summary.row_id is None or previous.summary.row_id != turn.summary.row_id:
         return None
     return previous
 
