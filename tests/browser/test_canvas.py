@@ -28,6 +28,7 @@ from tests.support.browser import (
     click,
     clickable,
     create_flow,
+    saved_template,
     screenshot_on_failure,
     visible,
     wait_for,
@@ -104,6 +105,21 @@ def _saved(
     return wait_until_saved(server, user, flow_id, AGENT_TYPE, check, what)
 
 
+def _switch(driver: WebDriver, server: LangflowServer, user: ServerUser, flow_id: str, *, on: bool) -> dict[str, Any]:
+    """Set Summarize Older Messages on the node, clicking again if a click is lost while the node still loads; the
+    template saved once the switch is."""
+    wanted = "true" if on else "false"
+
+    def switched(d: WebDriver) -> bool:
+        if clickable(d, "toggle_bool_summarize_older_messages").get_attribute("aria-checked") != wanted:
+            click(d, "toggle_bool_summarize_older_messages")
+            return False
+        return saved_template(server, user, flow_id, AGENT_TYPE)["summarize_older_messages"]["value"] is on
+
+    wait_for(driver, switched, f"Summarize Older Messages {wanted} on the node and saved")
+    return saved_template(server, user, flow_id, AGENT_TYPE)
+
+
 def test_a_refused_number_comes_back_at_the_nearest_accepted_value_in_the_field_and_the_saved_flow(
     logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser
 ) -> None:
@@ -150,15 +166,9 @@ def test_switching_off_and_on_keeps_the_summary_model_and_the_window_follows_the
         _open(browser, langflow_server, flow_id)
         visible(browser, "title-summary model")
 
-        click(browser, "toggle_bool_summarize_older_messages")
-        off = _saved(
-            langflow_server, user, flow_id, lambda t: t["summarize_older_messages"]["value"] is False, "the switch off"
-        )
+        off = _switch(browser, langflow_server, user, flow_id, on=False)
         assert off["n_messages"]["value"] == 100
-        click(browser, "toggle_bool_summarize_older_messages")
-        on = _saved(
-            langflow_server, user, flow_id, lambda t: t["summarize_older_messages"]["value"] is True, "the switch on"
-        )
+        on = _switch(browser, langflow_server, user, flow_id, on=True)
         visible(browser, "title-summary model")
         page = browser.find_element(By.TAG_NAME, "body").text
     except Exception:
