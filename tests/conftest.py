@@ -121,3 +121,17 @@ def fresh_postgres_url() -> Iterator[str]:
 
 
 pytest_plugins = ["tests.support.server_fixtures"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Options. `--update-screenshots`: the browser tests write the README's screenshots to docs/screenshots/ (otherwise
+# to test-artifacts/, so a run leaves the checkout as it was); see tests/browser/conftest.py.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-screenshots",
+        action="store_true",
+        help="write the browser tests' screenshots to docs/screenshots/ (the README's), not test-artifacts/",
+    )

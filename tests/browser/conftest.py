@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from selenium import webdriver
@@ -13,7 +14,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.support.browser import CHROMIUM_ARGUMENTS, WAIT_SECONDS, system_binary
+from tests.support.browser import ARTIFACTS_DIR, CHROMIUM_ARGUMENTS, ROOT, WAIT_SECONDS, system_binary
 from tests.support.server_fixtures import LangflowServer, ServerUser
 
 
@@ -48,3 +49,12 @@ def logged_in(browser: WebDriver, langflow_server: LangflowServer, user: ServerU
     browser.find_element(By.CSS_SELECTOR, "input[type='password']").send_keys(user.password, Keys.ENTER)
     WebDriverWait(browser, WAIT_SECONDS).until(lambda d: "/login" not in d.current_url)
     return browser
+
+
+@pytest.fixture(scope="session")
+def screenshots_dir(request: pytest.FixtureRequest) -> Path:
+    """Where the screenshots the README shows are written: `docs/screenshots/` only when asked, so a test run leaves
+    the checkout as it was."""
+    directory = ROOT / "docs" / "screenshots" if request.config.getoption("--update-screenshots") else ARTIFACTS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory

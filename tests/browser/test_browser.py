@@ -7,8 +7,8 @@
    session from the Playground's session menu drops its summary.
 
 Elements are found by the `data-testid` attributes of Langflow's frontend. Screenshots of the node and of the
-Playground with the memory step open are written to `docs/screenshots/` (the README shows them); a failure leaves one
-in `test-artifacts/`.
+Playground with the memory step open are written to `test-artifacts/`, or, with `--update-screenshots`, to
+`docs/screenshots/` (the README shows them); a failure leaves one in `test-artifacts/`.
 
 Helpers and the browser: `tests/support/browser.py`, `tests/browser/conftest.py`.
 """
@@ -28,7 +28,6 @@ from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.wiring.agent_turn import MEMORY_STEP_TITLE
 from tests.support.browser import (
-    ROOT,
     by_test_id,
     click,
     clickable,
@@ -58,9 +57,8 @@ from tests.support.server_fixtures import LangflowServer, ServerUser
 
 pytestmark = pytest.mark.browser
 
-SCREENSHOTS_DIR = ROOT / "docs" / "screenshots"
-NODE_SCREENSHOT = SCREENSHOTS_DIR / "summarizing-agent-node.png"
-PLAYGROUND_SCREENSHOT = SCREENSHOTS_DIR / "playground-memory-step.png"
+NODE_SCREENSHOT = "summarizing-agent-node.png"
+PLAYGROUND_SCREENSHOT = "playground-memory-step.png"
 CHAT_MESSAGES = 15
 CLEARED_CHAT_MESSAGES = 6
 FOLD_SECONDS = 3
@@ -71,7 +69,7 @@ OPENING = "Hello, this is customer Initech. Our project PRJ-456 on the US cluste
 
 
 def test_a_dropped_agent_shows_the_switch_on_and_pinned_keys_on_the_node(
-    logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser
+    logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser, screenshots_dir: Path
 ) -> None:
     browser = logged_in
     empty = {"name": "Browser test", "data": {"nodes": [], "edges": [], "viewport": {"x": 0, "y": 0, "zoom": 1}}}
@@ -93,8 +91,7 @@ def test_a_dropped_agent_shows_the_switch_on_and_pinned_keys_on_the_node(
         node = title.find_element(
             By.XPATH, "./ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' react-flow__node ')]"
         )
-        SCREENSHOTS_DIR.mkdir(parents=True, exist_ok=True)
-        node.screenshot(str(NODE_SCREENSHOT))
+        node.screenshot(str(screenshots_dir / NODE_SCREENSHOT))
     except Exception:
         screenshot_on_failure(browser, "summarizing-agent-node-failure.png")
         raise
@@ -143,7 +140,7 @@ def _session_menu(driver: WebDriver, session_id: str, option: str) -> None:
 
 
 def test_the_playground_shows_the_memory_step_and_deleting_the_session_drops_its_summary(
-    logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser, tmp_path: Path
+    logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser, tmp_path: Path, screenshots_dir: Path
 ) -> None:
     browser = logged_in
     flow = with_offline_model(load_support_flow(), tmp_path / "calls.jsonl", n_messages=4, fold_batch=4)
@@ -185,8 +182,7 @@ def test_the_playground_shows_the_memory_step_and_deleting_the_session_drops_its
         assert items[0] == covered.group(0)
         assert any(item.startswith("pinned: ") for item in items)
         assert items[-1].startswith("~") and "the whole conversation verbatim: ~" in items[-1]
-        SCREENSHOTS_DIR.mkdir(parents=True, exist_ok=True)
-        browser.save_screenshot(str(PLAYGROUND_SCREENSHOT))
+        browser.save_screenshot(str(screenshots_dir / PLAYGROUND_SCREENSHOT))
 
         send(browser, "/compact", CHAT_MESSAGES)
         compacted = wait_for(browser, lambda d: replies(d)[-1].text, "the /compact reply")
