@@ -135,3 +135,22 @@ def test_an_agent_with_no_summary_model_picked_folds_with_its_own_model(picked: 
 
     assert (built["model"][0]["name"], built["api_key"]) == ("gpt-4o", "the Agent's key")
     assert summary_model.summary_model_name(component) == "gpt-4o"
+
+
+async def test_an_empty_summary_model_stays_empty_when_the_agent_is_edited(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Langflow fills an empty model picker with the first option on any edit; the Agent's Summary Model stays empty,
+    so the Agent's own model keeps folding."""
+    from lfx.base.models import unified_models
+
+    options = [{"name": "gpt-4o-mini", "provider": "OpenAI", "icon": "OpenAI", "metadata": {}}]
+    monkeypatch.setattr(unified_models, "get_language_model_options", lambda **_: options)
+    component = SummarizingAgentComponent()
+    component._user_id = str(uuid4())
+    template = component.to_frontend_node()["data"]["node"]["template"]
+
+    updated = await component.update_build_config(template, 4, "fold_batch")
+
+    assert not updated["summary_model"]["value"]
+    assert updated["summary_model"]["options"] == options
+    picked = await component.update_build_config(updated, options, "summary_model")
+    assert picked["summary_model"]["value"] == options
