@@ -185,11 +185,11 @@ def settings_from(
         history_token_budget=0,
         **given,
     )
-    if budget:
+    if budget >= MIN_HISTORY_TOKEN_BUDGET:
         # The canvas keeps a budget that holds the summary message and the newest exchange as it counted them
         # (`settled`); counted with the model's tokenizer, scaled by what the provider reported, they may take a
         # little more, and the budget grows to hold them rather than fail the turn.
-        budget = max(budget, least_history_token_budget(unbudgeted)) if budget >= MIN_HISTORY_TOKEN_BUDGET else budget
+        budget = max(budget, least_history_token_budget(unbudgeted))
     settings = replace(unbudgeted, history_token_budget=budget)
     return settings if n_messages else None
 
@@ -260,12 +260,8 @@ def settled(values: Mapping[str, Any]) -> dict[str, Any]:
     fixed = dict(values)
     if "pinned_keys" in fixed and fixed["pinned_keys"] not in (None, ""):
         raw = fixed["pinned_keys"]
-        keys: list[str] = []
-        for item in [raw] if isinstance(raw, str) else list(raw):
-            key = pinned_key_of(str(getattr(item, "text", item)))
-            if key and key not in keys:
-                keys.append(key)
-        fixed["pinned_keys"] = keys[:MAX_PINNED_KEYS]
+        keys = (pinned_key_of(str(getattr(item, "text", item))) for item in ([raw] if isinstance(raw, str) else raw))
+        fixed["pinned_keys"] = list(dict.fromkeys(key for key in keys if key))[:MAX_PINNED_KEYS]
     for name, least in LEAST.items():
         number = _number_or_none(fixed.get(name))
         if number is not None and number < least:

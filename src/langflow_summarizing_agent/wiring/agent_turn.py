@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from langchain_core.messages import AIMessage
+from lfx.field_typing.range_spec import RangeSpec
 from lfx.schema.content_types import ToolContent
 from lfx.schema.message import Message
 from lfx.utils.constants import MESSAGE_SENDER_AI
@@ -29,6 +30,7 @@ from langflow_summarizing_agent.engine.records import Scope, StoredMessage, utcn
 from langflow_summarizing_agent.engine.settings import (
     CHECKED_FIELDS,
     FIELD_NAMES,
+    LEAST,
     WHOLE_NUMBER_FIELDS,
     FoldSettings,
     pinned_keys_from,
@@ -63,6 +65,7 @@ __all__ = [
     "FALLBACK_NOTE",
     "MEMORY_STEP_NAME",
     "MEMORY_STEP_TITLE",
+    "at_least",
     "compact_reply",
     "is_compact_request",
     "memory_data",
@@ -88,6 +91,8 @@ NO_SCOPE_NOTE = "Summaries need the flow's id and owner; using the last N messag
 MEMORY_STEP_NAME = "summarizing_agent_memory"
 MEMORY_STEP_TITLE = "Memory"
 MEMORY_STEP_ICON = "Brain"
+MAX_WHOLE_NUMBER = 1_000_000
+"""The top of a whole-number fold setting's range on the canvas."""
 
 StockHistory = Callable[[], Awaitable[list[Message]]]
 
@@ -121,6 +126,12 @@ def settle_settings(
     for name in names_checked:
         build_config[name]["value"] = fixed[name]
     settings_from(fixed, names=names)
+
+
+def at_least(name: str) -> RangeSpec:
+    """The range of a whole-number fold setting: from its least value (`settings.LEAST`), which the canvas keeps as
+    it is typed."""
+    return RangeSpec(min=LEAST[name], max=MAX_WHOLE_NUMBER, step=1, step_type="int")
 
 
 def refresh_summary_model_options(

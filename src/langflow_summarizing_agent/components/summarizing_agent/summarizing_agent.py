@@ -20,7 +20,6 @@ from langflow_summarizing_agent.engine.settings import (
     DEFAULT_SUMMARY_TIMEOUT_SECONDS,
     DEFAULT_SUMMARY_WORDS,
     FIELD_NAMES,
-    LEAST,
     MAX_MESSAGES_PER_FOLD,
     MIN_HISTORY_TOKEN_BUDGET,
     PINNED_KEY_RULE,
@@ -132,7 +131,7 @@ class SummarizingAgentComponent(AgentComponent):
         ),
         IntInput(
             name="fold_batch",
-            range_spec=RangeSpec(min=LEAST["fold_batch"], max=1_000_000, step=1, step_type="int"),
+            range_spec=agent_turn.at_least("fold_batch"),
             display_name=FIELD_NAMES["fold_batch"],
             info=(
                 "Messages older than the Number of Chat History Messages that build up (still sent word for word) "
@@ -146,7 +145,7 @@ class SummarizingAgentComponent(AgentComponent):
         ),
         IntInput(
             name="summary_words",
-            range_spec=RangeSpec(min=LEAST["summary_words"], max=1_000_000, step=1, step_type="int"),
+            range_spec=agent_turn.at_least("summary_words"),
             display_name=FIELD_NAMES["summary_words"],
             info="Longest summary, in words (at least 20); a longer one is clipped.",
             value=DEFAULT_SUMMARY_WORDS,
@@ -156,7 +155,7 @@ class SummarizingAgentComponent(AgentComponent):
         ),
         IntInput(
             name="history_token_budget",
-            range_spec=RangeSpec(min=LEAST["history_token_budget"], max=1_000_000, step=1, step_type="int"),
+            range_spec=agent_turn.at_least("history_token_budget"),
             display_name=FIELD_NAMES["history_token_budget"],
             info=(
                 "Most tokens of history per model call: the summary, its pinned facts and the recent messages. Past "
@@ -172,7 +171,7 @@ class SummarizingAgentComponent(AgentComponent):
         ),
         IntInput(
             name="max_folds_per_turn",
-            range_spec=RangeSpec(min=LEAST["max_folds_per_turn"], max=1_000_000, step=1, step_type="int"),
+            range_spec=agent_turn.at_least("max_folds_per_turn"),
             display_name=FIELD_NAMES["max_folds_per_turn"],
             info=(
                 f"Most summary calls in one turn, each folding up to {MAX_MESSAGES_PER_FOLD} messages. A long session "

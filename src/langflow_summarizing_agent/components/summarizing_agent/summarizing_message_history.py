@@ -20,7 +20,6 @@ from langflow_summarizing_agent.engine.settings import (
     DEFAULT_SUMMARY_TIMEOUT_SECONDS,
     DEFAULT_SUMMARY_WORDS,
     FIELD_NAMES,
-    LEAST,
     MAX_MESSAGES_PER_FOLD,
     MIN_HISTORY_TOKEN_BUDGET,
     PINNED_KEY_RULE,
@@ -38,7 +37,7 @@ SUMMARY_FIELDS = (
     "max_folds_per_turn",
     "summary_timeout",
 )
-SENDER_FIELDS = ("sender_type", "sender_name")
+NO_SENDER_FILTER = {"sender_type": history_turn.ALL_SENDERS, "sender_name": ""}
 # As on the Summarizing Agent: a hidden field's value still reaches the build, so API tweaks take effect.
 SETTING = {"override_skip": True, "api_editable": True}
 
@@ -112,7 +111,7 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
         ),
         IntInput(
             name="fold_batch",
-            range_spec=RangeSpec(min=LEAST["fold_batch"], max=1_000_000, step=1, step_type="int"),
+            range_spec=agent_turn.at_least("fold_batch"),
             display_name=FIELD_NAMES["fold_batch"],
             info=(
                 "Messages older than the Number of Messages that build up (still retrieved word for word) before "
@@ -125,7 +124,7 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
         ),
         IntInput(
             name="summary_words",
-            range_spec=RangeSpec(min=LEAST["summary_words"], max=1_000_000, step=1, step_type="int"),
+            range_spec=agent_turn.at_least("summary_words"),
             display_name=FIELD_NAMES["summary_words"],
             info="Longest summary, in words (at least 20); a longer one is clipped.",
             value=DEFAULT_SUMMARY_WORDS,
@@ -135,7 +134,7 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
         ),
         IntInput(
             name="history_token_budget",
-            range_spec=RangeSpec(min=LEAST["history_token_budget"], max=1_000_000, step=1, step_type="int"),
+            range_spec=agent_turn.at_least("history_token_budget"),
             display_name=FIELD_NAMES["history_token_budget"],
             info=(
                 "Most tokens of history retrieved: the summary, its pinned facts and the recent messages. Past 80% "
@@ -151,7 +150,7 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
         ),
         IntInput(
             name="max_folds_per_turn",
-            range_spec=RangeSpec(min=LEAST["max_folds_per_turn"], max=1_000_000, step=1, step_type="int"),
+            range_spec=agent_turn.at_least("max_folds_per_turn"),
             display_name=FIELD_NAMES["max_folds_per_turn"],
             info=(
                 f"Most summary calls in one run, each folding up to {MAX_MESSAGES_PER_FOLD} messages. A long session "
@@ -215,20 +214,19 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
         if enabled and field_name in (*CHECKED_FIELDS, "pinned_keys", "summarize_older_messages"):
             agent_turn.settle_settings(build_config, field_name, field_value, history_turn.FIELD_NAMES_OF_HISTORY)
         if enabled and field_name in ("memory", "summarize_older_messages"):
-            values = {"memory": (build_config.get("memory") or {}).get("value")}
-            if field_name == "memory":
-                values["memory"] = field_value
-            problem = history_turn.refusal(values)
+            memory = field_value if field_name == "memory" else (build_config.get("memory") or {}).get("value")
+            problem = history_turn.refusal({"memory": memory})
             if problem:
                 raise ValueError(problem)
         for field in SUMMARY_FIELDS:
             if field in build_config:
                 build_config[field]["show"] = retrieving and enabled
-        for field in SENDER_FIELDS:
-            # The summary covers both senders: with the switch on, Retrieve filters no sender, so the filter is not
-            # shown and is kept at no filter.
-            if field in build_config and retrieving and enabled:
-                build_config[field]["value"] = history_turn.ALL_SENDERS if field == "sender_type" else ""
+        if retrieving and enabled:
+            # The summary covers both senders: with the switch on, Retrieve filters no sender, so the filter is kept
+            # at no filter and not shown.
+            for field, value in NO_SENDER_FILTER.items():
+                if field in build_config:
+                    build_config[field]["value"] = value
         if "sender_type" in build_config:
             build_config["sender_type"]["show"] = not (retrieving and enabled)
         return build_config
