@@ -1,25 +1,27 @@
-"""The commit a benchmark ran at, recorded in its results so the tables built from them can name it."""
+"""The commit a benchmark ran at: `git describe --always --dirty`, dirty only for changed code, not for results.
+
+python -m benchmarks.revision [CHECKOUT]
+"""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = "benchmarks/results"
-"""The benchmarks' own outputs: a results file another run just wrote leaves the code as it was."""
 
 
 def commit(root: Path = ROOT) -> str:
-    """`git rev-parse --short HEAD`, plus "-dirty" when tracked files outside `benchmarks/results` differ from it;
-    "unknown" outside a checkout."""
+    """The short commit, "-dirty" when tracked files outside `benchmarks/results` differ; "unknown" outside git."""
+    git = ["git", "-C", str(root)]
     try:
-        head = _git(root, "rev-parse", "--short", "HEAD")
-        changes = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".", f":(exclude){RESULTS}")
+        head = subprocess.run([*git, "describe", "--always"], capture_output=True, text=True, check=True).stdout
+        changed = subprocess.run([*git, "diff", "--quiet", "HEAD", "--", ".", ":!benchmarks/results"], check=False)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return f"{head}-dirty" if changes else head
+    return head.strip() + ("-dirty" if changed.returncode else "")
 
 
-def _git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+if __name__ == "__main__":
+    print(commit(*map(Path, sys.argv[1:2])))

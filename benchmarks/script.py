@@ -1,14 +1,11 @@
-"""The scripted support session: deterministic texts of about 300 tokens a message, one pasted log, tool turns.
+"""The scripted support session: a first message with two facts, then troubleshooting at about 300 tokens a message,
+one pasted log, tool turns, and a last question only the first message answers.
 
-Only the first message states the project (PRJ-123) and the cluster (EU); nothing later repeats them, so the facts
-reach the model in the last exchange only through memory. Every stored text of a session is unique (checked when
-it is built), so the benchmark tells which stored message a model call received by its text alone.
-
-Scenarios on the same shape: longer messages (`message_tokens`), and `/compact` sent as the user message half way
-(`compact=True`), which the Summarizing Agent answers itself. Two more whose text the 4-characters estimate misjudges
-(`language`): `LOGS`, where every other user message pastes a short log (timestamps, ids, key=value fields), and
-`CHINESE`, the whole conversation in Chinese; their messages are sized in real tokens (o200k, `benchmarks.billing`),
-about 300 each, where the default session's are sized by `count_tokens_approximately`.
+Only the first message states the project (PRJ-123) and the cluster (EU). Every stored text is unique (checked), so
+the benchmark model tells which stored message a call received by its text. Variants: longer messages
+(`message_tokens`), `/compact` half way (`compact`), and two whose text the 4-characters estimate misjudges
+(`language`): `LOGS`, a short log in every other user message, and `CHINESE`. Messages are sized in the engine's
+tokens (`benchmarks.billing.tokens`).
 """
 
 # The Chinese texts use Chinese (full-width) punctuation on purpose.
@@ -19,23 +16,16 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from langchain_core.messages import HumanMessage
-from langchain_core.messages.utils import count_tokens_approximately
-
-from benchmarks.billing import real_tokens
+from benchmarks import billing
 from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND
 
-MESSAGE_TOKENS = 300
-LONG_MESSAGE_TOKENS = 1_500
-"""Message size of the long-message scenario."""
-LOG_WORDS = 5_000
+MESSAGE_TOKENS, LONG_MESSAGE_TOKENS, LOG_WORDS = 300, 1_500, 5_000
 FINAL_QUESTION = "Which cluster were we on again?"
 FIRST_FACTS = (
     "Hi, I need help with project PRJ-123. Everything below runs on the EU cluster, "
     "and the checkout service stopped deploying this morning."
 )
 ENGLISH, LOGS, CHINESE = "english", "logs", "chinese"
-"""Languages of a session: English troubleshooting, the same with a short log in every other user message, Chinese."""
 FINAL_QUESTION_ZH = "我们之前用的是哪个集群来着？"
 FIRST_FACTS_ZH = (
     "你好，我需要项目 PRJ-123 的帮助。下面的所有服务都运行在 EU 集群上，今天早上 checkout 服务突然无法部署了。"
@@ -91,7 +81,7 @@ REPLY_SENTENCES = (
     "Keep the previous logs of the failing pod; they show why the {phase} gave up.",
     "Once this passes, lower the retry budget again so failures surface quickly.",
 )
-COMPONENTS_ZH = (
+COMPONENTS_ZH = [
     "入口控制器",
     "服务网格边车",
     "节点自动扩缩容",
@@ -102,7 +92,7 @@ COMPONENTS_ZH = (
     "连接池",
     "DNS 解析器",
     "镜像仓库",
-)
+]
 PHASES_ZH = ("镜像拉取", "初始化容器", "就绪探针", "迁移任务", "滚动发布", "健康检查")
 SETTINGS_ZH = ("max_connections", "timeout_seconds", "副本数", "内存上限", "连接池大小", "重试预算")
 USER_SENTENCES_ZH = (
@@ -155,118 +145,78 @@ class Exchange:
     index: int
     user_text: str
     reply: str
-    """The scripted answer; for the `/compact` exchange empty: the agent writes its own reply there."""
+    """The scripted answer; empty for `/compact`, which the agent answers itself without a model call."""
     tool_calls: int = 0
     expression: str = "2*2"
     compact: bool = False
-    """The user sends `/compact`; no agent model call, and the exchange is no part of the conversation."""
-
-    def message_number(self, role: str) -> int:
-        """Where this exchange's user message (`role` "user") or reply sits among the stored messages."""
-        return 2 * self.index + (0 if role == "user" else 1)
 
 
 def support_session(
     exchanges: int, *, message_tokens: int = MESSAGE_TOKENS, compact: bool = False, language: str = ENGLISH
 ) -> list[Exchange]:
-    """The first message, then `exchanges` more; the log is pasted a third of the way in, the last one asks
-    for the cluster. Tool turns: every `TOOL_TURN_EVERY`-th exchange from the 3rd. With `compact`, the user
-    sends `/compact` at `compact_exchange(exchanges)` instead of that exchange's message. With `language` `LOGS`,
-    the user message of every odd exchange but the long log's and the last pastes a short log; with `CHINESE`,
-    every message is in Chinese (the pasted log's lines stay as the tools print them)."""
-    if exchanges < 2:
-        msg = "the support session needs at least 2 exchanges after the first message"
+    """The first message, then `exchanges` more: the log pasted a third of the way in, tool turns every
+    `TOOL_TURN_EVERY`-th exchange from the 3rd, the last asks for the cluster. `compact`: `/compact` half way instead
+    of that exchange's message. `LOGS`: every odd user message but the log's and the last pastes a short log."""
+    log_at, compact_at = log_exchange(exchanges), compact_exchange(exchanges) if compact else None
+    if exchanges < 2 or compact_at in (log_at, exchanges):
+        msg = "the support session needs at least 2 exchanges after the first message, /compact at least 4"
         raise ValueError(msg)
-    log_at = log_exchange(exchanges)
-    compact_at = compact_exchange(exchanges) if compact else None
-    if compact_at is not None and compact_at in (log_at, exchanges):
-        msg = "the /compact scenario needs at least 4 exchanges after the first message"
-        raise ValueError(msg)
-    if language == CHINESE:
-        first = Exchange(
-            0,
-            _message(FIRST_FACTS_ZH, USER_SENTENCES_ZH, seed=0, tokens=message_tokens, language=CHINESE),
-            _message("谢谢。", REPLY_SENTENCES_ZH, seed=1, tokens=message_tokens, language=CHINESE),
-        )
-    else:
-        first = Exchange(
-            0,
-            _message(FIRST_FACTS, USER_SENTENCES, seed=0, tokens=message_tokens, language=language),
-            _message("Thanks.", REPLY_SENTENCES, seed=1, tokens=message_tokens, language=language),
-        )
-    session = [first]
+    zh = language == CHINESE
+    first = (FIRST_FACTS_ZH, "谢谢。") if zh else (FIRST_FACTS, "Thanks.")
+    session = [
+        Exchange(0, _message(first[0], 0, message_tokens, language), _message(first[1], 1, message_tokens, language))
+    ]
     for index in range(1, exchanges + 1):
         if index == compact_at:
             session.append(Exchange(index, COMPACT_COMMAND, "", compact=True))
             continue
-        reply = filler_message(2 * index + 1, message_tokens, language)
         if index == exchanges:
-            user_text = FINAL_QUESTION_ZH if language == CHINESE else FINAL_QUESTION
+            user_text = FINAL_QUESTION_ZH if zh else FINAL_QUESTION
         elif index == log_at:
-            lead = "这是发布失败时的日志：\n" if language == CHINESE else "Here is the log of the failing rollout:\n"
-            user_text = lead + pasted_log()
+            user_text = (
+                "这是发布失败时的日志：\n" if zh else "Here is the log of the failing rollout:\n"
+            ) + pasted_log()
         elif language == LOGS and index % 2 == 1:
             user_text = short_log_message(index, message_tokens)
         else:
             user_text = filler_message(2 * index, message_tokens, language)
-        tool_calls = 0
-        if index % TOOL_TURN_EVERY == 3 and index != exchanges:
-            tool_calls = 1 if index % (2 * TOOL_TURN_EVERY) == 3 else 2
-        expression = f"{index * 37}*{index + 12}/4"
-        session.append(Exchange(index, user_text, reply, tool_calls, expression))
-    _check_unique(session)
-    return session
-
-
-def _check_unique(session: list[Exchange]) -> None:
+        tool_calls = 0 if index % TOOL_TURN_EVERY != 3 or index == exchanges else 1 + (index % 12 == 9)
+        reply = filler_message(2 * index + 1, message_tokens, language)
+        session.append(Exchange(index, user_text, reply, tool_calls, f"{index * 37}*{index + 12}/4"))
     texts = [text for e in session if not e.compact for text in (e.user_text, e.reply)]
     if len(set(texts)) != len(texts):
         msg = "the scripted session repeats a message text; the benchmark identifies stored messages by text"
         raise ValueError(msg)
+    return session
 
 
 def log_exchange(exchanges: int) -> int:
-    """The exchange that pastes the log: a third of the way in."""
     return max(1, round(exchanges / 3))
 
 
 def compact_exchange(exchanges: int) -> int:
-    """The exchange that sends `/compact` in the compact scenario: half way (30 of 60)."""
     return max(1, round(exchanges / 2))
 
 
 def switch_exchange(exchanges: int) -> int:
-    """The exchange from which the switched-on scenario runs with the switch on: three quarters in (45 of 60)."""
+    """From here on the switched-on scenario runs with the switch on: three quarters in."""
     return max(1, round(exchanges * 3 / 4))
 
 
 def filler_message(index: int, tokens: int = MESSAGE_TOKENS, language: str = ENGLISH) -> str:
     """A troubleshooting message of about `tokens` tokens: from the user for even `index`, else a reply."""
-    if language == CHINESE:
-        if index % 2 == 0:
-            return _message(f"第 {index // 2} 步：", USER_SENTENCES_ZH, seed=index, tokens=tokens, language=CHINESE)
-        return _message(f"关于第 {index // 2} 步：", REPLY_SENTENCES_ZH, seed=index, tokens=tokens, language=CHINESE)
-    if index % 2 == 0:
-        return _message(f"Step {index // 2}:", USER_SENTENCES, seed=index, tokens=tokens, language=language)
-    return _message(f"For step {index // 2}:", REPLY_SENTENCES, seed=index, tokens=tokens, language=language)
+    opening = ("第 {} 步：", "关于第 {} 步：") if language == CHINESE else ("Step {}:", "For step {}:")
+    return _message(opening[index % 2].format(index // 2), index, tokens, language)
 
 
-def _message(
-    opening: str, sentences: tuple[str, ...], seed: int, tokens: int = MESSAGE_TOKENS, language: str = ENGLISH
-) -> str:
-    """Sentences after `opening` until about `tokens` tokens: approximate ones in English, real ones otherwise."""
-    rng = random.Random(seed)
-    parts = [opening]
-    joiner = "" if language == CHINESE else " "
-    while _tokens(joiner.join(parts), language) < tokens - 20:
-        parts.append(rng.choice(sentences).format(**_slots(rng, chinese=language == CHINESE)))
+def _message(opening: str, seed: int, tokens: int, language: str) -> str:
+    """Sentences (a user's for even `seed`, else a reply's) after `opening` until about `tokens` tokens."""
+    zh = language == CHINESE
+    sentences = ((USER_SENTENCES_ZH, REPLY_SENTENCES_ZH) if zh else (USER_SENTENCES, REPLY_SENTENCES))[seed % 2]
+    rng, parts, joiner = random.Random(seed), [opening], "" if zh else " "
+    while billing.tokens(joiner.join(parts)) < tokens - 20:
+        parts.append(rng.choice(sentences).format(**_slots(rng, chinese=zh)))
     return joiner.join(parts)
-
-
-def _tokens(text: str, language: str) -> int:
-    if language == ENGLISH:
-        return count_tokens_approximately([HumanMessage(content=text)])
-    return real_tokens(text)
 
 
 def short_log_message(index: int, tokens: int = MESSAGE_TOKENS) -> str:
@@ -274,7 +224,7 @@ def short_log_message(index: int, tokens: int = MESSAGE_TOKENS) -> str:
     rng = random.Random(10_000 + index)
     service = rng.choice(SERVICES)
     lines = [f"Step {index}: this is what the {service} pods printed right after the last change:"]
-    while real_tokens("\n".join(lines)) < tokens - 20:
+    while billing.tokens("\n".join(lines)) < tokens - 20:
         lines.append(
             SHORT_LOG_LINE.format(
                 minute=index % 60,

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
-from benchmarks.revision import commit
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def git(root: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def recorded_commit(checkout: Path) -> str:
+    """What `python -m benchmarks.revision CHECKOUT` prints."""
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks.revision", str(checkout)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def test_a_changed_results_file_leaves_the_commit_clean_and_changed_code_does_not(tmp_path):
@@ -22,11 +34,11 @@ def test_a_changed_results_file_leaves_the_commit_clean_and_changed_code_does_no
     head = git(tmp_path, "rev-parse", "--short", "HEAD")
 
     (tmp_path / "benchmarks" / "results" / "load.json").write_text('{"runs": {}}\n')
-    assert commit(tmp_path) == head
+    assert recorded_commit(tmp_path) == head
 
     (tmp_path / "benchmarks" / "load.py").write_text("phases = 6\n")
-    assert commit(tmp_path) == f"{head}-dirty"
+    assert recorded_commit(tmp_path) == f"{head}-dirty"
 
 
 def test_outside_a_checkout_the_commit_is_unknown(tmp_path):
-    assert commit(tmp_path) == "unknown"
+    assert recorded_commit(tmp_path) == "unknown"
