@@ -58,8 +58,14 @@ def table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return ["| " + " | ".join(map(str, cells)) + " |" for cells in (header, ["---"] * len(header), *rows)]
 
 
-def load(name: str) -> dict[str, Any]:
+class Missing(LookupError):
+    """A block's results were never saved."""
+
+
+def load(name: str, required: bool = True) -> dict[str, Any]:
     path = RESULTS / f"{name}.json"
+    if required and not path.exists():
+        raise Missing(name)
     return json.loads(path.read_text()) if path.exists() else {}
 
 
@@ -116,7 +122,7 @@ def targets_table(*reports: dict[str, Any]) -> list[str]:
 
 
 def support_session() -> list[str]:
-    sqlite, postgres = load("support_session_sqlite"), load("support_session_postgres")
+    sqlite, postgres = load("support_session_sqlite"), load("support_session_postgres", False)
     same = "the same on both backends" if postgres and postgres["runs"] == sqlite["runs"] else "SQLite"
     return [caption(sqlite, postgres) + f" Tokens and fidelity: {same}.", "", *runs_table(sqlite)]
 
@@ -124,7 +130,7 @@ def support_session() -> list[str]:
 def memory_path() -> list[str]:
     rows = []
     for backend in ("sqlite", "postgres"):
-        memory = load(f"support_session_{backend}").get("memory_path")
+        memory = load(f"support_session_{backend}", backend == "sqlite").get("memory_path")
         for c in memory["sizes"] if memory else []:
             trips = [f"{c[k]['statements']} + {c[k]['commits']}" for k in ("stock", "summarizing")]
             rows.append([backend, f"{c['messages']:,}", f"{c['stock']['ms']:.2f}", f"{c['summarizing']['ms']:.2f}"])
@@ -142,12 +148,12 @@ def memory_path() -> list[str]:
 
 
 def support_targets() -> list[str]:
-    reports = load("support_session_sqlite"), load("support_session_postgres")
+    reports = load("support_session_sqlite"), load("support_session_postgres", False)
     return [caption(*reports), "", *targets_table(*reports)]
 
 
 def history_session() -> list[str]:
-    sqlite, postgres = load("history_session_sqlite"), load("history_session_postgres")
+    sqlite, postgres = load("history_session_sqlite"), load("history_session_postgres", False)
     same = "the same on both backends" if postgres and postgres["runs"] == sqlite["runs"] else "SQLite"
     return [caption(sqlite, postgres) + f" {same}.", "", *runs_table(sqlite)]
 
@@ -192,30 +198,32 @@ def load_results() -> list[str]:
             )
     header = ["backend", "N", "turns/s Agent / Summ.", "p50 s", "p95 s", "waited", "failed turns"]
     lines = table([*header, "summary calls/exchange", "RSS growth", "audit holds"], rows)
-    faults = [
-        [
-            name,
-            f["failed_turns_in_fault"]["stock_inside"],
-            f["failed_turns_in_fault"]["summarizing_inside"],
-            f["agents"]["summarizing"]["turns_waited"],
-            f["agents"]["summarizing"]["summary_calls"],
-            f["agents"]["summarizing"]["failed_summary_calls"],
-            f["agents"]["summarizing"]["wasted_summary_calls"],
-            f["audit"]["holds"],
-        ]
-        for name, f in report["faults"].items()
+    faults = []
+    for name, fault in report["faults"].items():
+        inside, ours = fault.get("failed_turns_in_fault") or {}, fault["agents"]["summarizing"]
+        failed = f"{inside.get('stock_inside', NONE)} / {inside.get('summarizing_inside', NONE)}"
+        faults.append([name, failed, ours["turns_waited"], ours["summary_calls"], ours["failed_summary_calls"]])
+        faults[-1] += [ours["wasted_summary_calls"], fault["audit"]["holds"]]
+    header = [
+        "fault",
+        "failed turns in it, Agent / Summ.",
+        "waited",
+        "summary calls",
+        "failed",
+        "wasted",
+        "audit holds",
     ]
-    header = ["fault", "failed in fault: Agent", "Summ.", "waited", "summary calls", "failed", "wasted", "audit holds"]
     grouped: dict[str, list[bool]] = {}
     for t in report["targets"] + report.get("fault_targets", []):
-        grouped.setdefault(t["name"], []).append(t["holds"])
+        name = f"fault {t['name'].split(':')[0]}: every target" if t in report.get("fault_targets", []) else t["name"]
+        grouped.setdefault(name, []).append(t["holds"])
     verdicts = [
         [name, f"{sum(held)} of {len(held)}", "PASS" if all(held) else "FAIL"] for name, held in grouped.items()
     ]
-    measured = [report["runs_measured"][b] for b in report["runs"]] + [
-        {"command": report["faults_command"], "commit": report["faults_commit"]}
-    ]
-    return [caption(*measured), "", *lines, "", *table(header, faults), "", *table(["target", "phases", ""], verdicts)]
+    measured = [report["runs_measured"][b] for b in report["runs"]]
+    measured += [{"command": report["faults_command"], "commit": report["faults_commit"]}]
+    measured = [dict(s) for s in dict.fromkeys(tuple((k, m[k]) for k in ("command", "commit")) for m in measured)]
+    return [caption(*measured), "", *lines, "", *table(header, faults), "", *table(["target", "held", ""], verdicts)]
 
 
 BLOCKS: dict[str, Callable[[], list[str]]] = {
@@ -234,11 +242,18 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join([*shown, "", *targets_table(report)] if "targets" in report else shown)
 
 
+def rendered(render: Callable[[], list[str]]) -> list[str]:
+    try:
+        return render()
+    except Missing as missing:
+        return [f"No results saved in `benchmarks/results/{missing}.json` yet."]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when the page is not what the results give")
     page = PAGE.read_text()
-    blocks = {name: "\n".join(render()) for name, render in BLOCKS.items()}
+    blocks = {name: "\n".join(rendered(render)) for name, render in BLOCKS.items()}
     expected = BLOCK.sub(
         lambda m: f"<!-- tables:{m['name']} -->\n{blocks[m['name']]}\n<!-- /tables:{m['name']} -->", page
     )
