@@ -138,6 +138,15 @@ def test_latency_benchmark_times_every_turn_and_counts_the_turns_that_waited(tmp
     assert printed.count("| PASS |") + printed.count("| FAIL |") == len(report["targets"]) == 2
 
 
+def test_history_benchmark_folds_the_summarizing_history_after_each_reply(tmp_path) -> None:
+    printed = _benchmark("history_session", ["--exchanges", "4"], tmp_path)
+    runs = json.loads((tmp_path / "history_session_sqlite.json").read_text())["runs"]
+    assert set(runs) == {"stock_100", "stock_10", "summarizing_10"}
+    assert all(run["failed_turns"] == 0 for run in runs.values()), printed
+    assert runs["summarizing_10"]["summary_calls"] >= 1, "the Summarizing Message History folded after a reply"
+    assert runs["stock_10"]["summary_calls"] == 0
+
+
 LOAD_PHASE_KEYS = {
     "name",
     "backend",
