@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -321,7 +322,7 @@ def save(name: str, args: argparse.Namespace, runs: dict[str, Any], **more: Any)
     for metrics in runs.values():
         if not args.calls:
             metrics.pop("calls", None)
-    command = " ".join(f"python -m benchmarks.{name} --backend {args.backend} --exchanges {args.exchanges}".split())
+    command = " ".join([f"python -m benchmarks.{name}", *sys.argv[1:]])
     return {"name": name, "command": command, "commit": commit(), "backend": database_backend(), **more, "runs": runs}
 
 

@@ -121,10 +121,21 @@ def targets_table(*reports: dict[str, Any]) -> list[str]:
     return table(["target", "where", "limit", "measured", ""], lines)
 
 
+def agreement(sqlite: dict[str, Any], postgres: dict[str, Any]) -> str:
+    """How far the PostgreSQL runs differ from the SQLite ones shown."""
+    if not postgres:
+        return " SQLite."
+    apart = max(
+        abs(postgres["runs"][k]["total_input_tokens"] / m["total_input_tokens"] - 1) for k, m in sqlite["runs"].items()
+    )
+    keys = ("verbatim_per_turn", "never_reached_again", "previous_exchange_missed", "window_messages_missed")
+    same = all(postgres["runs"][k][f] == m[f] for k, m in sqlite["runs"].items() for f in keys)
+    return f" SQLite; PostgreSQL: tokens within {apart:.2%}, fidelity {'the same' if same else 'differs'}."
+
+
 def support_session() -> list[str]:
     sqlite, postgres = load("support_session_sqlite"), load("support_session_postgres", False)
-    same = "the same on both backends" if postgres and postgres["runs"] == sqlite["runs"] else "SQLite"
-    return [caption(sqlite, postgres) + f" Tokens and fidelity: {same}.", "", *runs_table(sqlite)]
+    return [caption(sqlite, postgres) + agreement(sqlite, postgres), "", *runs_table(sqlite)]
 
 
 def memory_path() -> list[str]:
@@ -144,7 +155,8 @@ def memory_path() -> list[str]:
                 f"{state['read']['statements']} / {state['write']['statements']}",
             ]
     header = ["backend", "stored messages", "Agent ms", "Summarizing ms", "ratio", "statements + commits"]
-    return table(header, rows)
+    reports = load("support_session_sqlite"), load("support_session_postgres", False)
+    return [caption(*reports), "", *table(header, rows)]
 
 
 def support_targets() -> list[str]:
@@ -154,8 +166,7 @@ def support_targets() -> list[str]:
 
 def history_session() -> list[str]:
     sqlite, postgres = load("history_session_sqlite"), load("history_session_postgres", False)
-    same = "the same on both backends" if postgres and postgres["runs"] == sqlite["runs"] else "SQLite"
-    return [caption(sqlite, postgres) + f" {same}.", "", *runs_table(sqlite)]
+    return [caption(sqlite, postgres) + agreement(sqlite, postgres), "", *runs_table(sqlite)]
 
 
 def latency() -> list[str]:
