@@ -1,34 +1,15 @@
 """Benchmark: many sessions at once on a real `langflow run`, the stock Agent beside the Summarizing Agent, and faults.
 
-    python -m benchmarks.load [--backends sqlite,postgres] [--users 4,8,16,24] [--faults all|none|NAME,...]
+    python -m benchmarks.load [--backends sqlite,postgres] [--users 1,2,4] [--faults all|none|NAME,...]
 
-A bounded asyncio client (httpx) plays N simulated users per agent, each in a session of its own, chatting through the
-run API (`POST /api/v1/run/{flow_id}`) with a think time between messages, a new connection per turn so the turns
-spread over the workers. Both flows (Chat Input -> agent -> Chat Output, the stock Agent and the Summarizing Agent at
-`n_messages=10`, everything else at its default) run side by side in the same phase, N users each, on one server:
-SQLite with one worker, and PostgreSQL (a server of the benchmark's own, `benchmarks.own_postgres`) with two. The
-model is offline and runs inside the server (`benchmarks.load_model`, the flow carries its code): agent calls take
-`--agent-seconds`, summary calls `--summary-seconds`.
-
-Per phase it reports turns per second; p50, p95 and p99 turn time; turns that waited for a summary call (one of the
-session's summary calls ran between the turn's start and its first agent call) and turns that folded inline (the
-reply's memory step says so); the fold queue wait (from the end of the turn whose reply started a fold to that
-fold's first summary call); summary calls per exchange and wasted calls (successful calls whose fold was never
-saved); failed turns; the server's RSS (all its processes); and the database connections in use (PostgreSQL:
-`pg_stat_activity`; SQLite: the open handles of the database file).
-
-After every phase the audit (`audit_phase`) reads every session from the database: each message the cursor covers is
-folded exactly once and in order, `folded_count` is the number of messages the cursor covers, no message older than
-the window is left unfolded once the folds have settled (but while a fold backs off), versions only went up while the
-phase ran (the state rows are polled), and a session deleted through Langflow's monitor API keeps no state row. A
-phase whose audit fails makes the benchmark exit 1, after writing its results.
-
-Faults, each a phase on the two-worker PostgreSQL server (`--faults`): `pg_restart` (PostgreSQL stopped for
-`--outage-seconds`, then started again), `worker_kill` (one worker SIGKILLed while one of its summary calls runs),
-`summary_outage` (summary calls fail for `--summary-outage-seconds`, then succeed), `rejected_saves` (the database
-rejects every save of a fold for as long, a trigger on the state table; the back-off of a failed save goes through),
-`slow_summary` (summary calls take `--slow-summary-seconds`). Writes `load.json` and `load.png` (p95 turn time
-against N, both agents, both backends) to `--out`. Every loop is bounded in count and time; only 127.0.0.1 is used.
+A bounded asyncio client (httpx) plays N users per agent, each in a session of its own, chatting through the run API
+with a think time between messages, a new connection per turn. Both flows (Chat Input -> agent -> Chat Output: the
+stock Agent, the Summarizing Agent) run side by side in each phase on one server: SQLite with one worker, PostgreSQL
+(`benchmarks.own_postgres`) with two. The offline model runs inside the server (`benchmarks.load_model`). After each
+phase `tests.support.load_audit.audit_phase` audits every session; a failed audit exits 1. The faults (`--faults`)
+run on PostgreSQL, each in a phase of its own. The metrics and faults: docs/benchmarks.md, "Under load and faults".
+Writes `load.json` and `load.png` to `--out`, keeping the parts of a saved `load.json` it did not run. Every loop is
+bounded in count and time; only 127.0.0.1 is used.
 """
 
 from __future__ import annotations
@@ -41,835 +22,63 @@ import random
 import shlex
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import asdict, dataclass, field
+from itertools import cycle, islice
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import numpy as np
 import psutil
 import sqlalchemy as sa
 
-from benchmarks.load_model import MARKER, LoadModelComponent
 from benchmarks.own_postgres import OwnPostgres, own_postgres
 from benchmarks.revision import commit
-from langflow_summarizing_agent.engine.fold import FOLD_RETRY_BASE
-from langflow_summarizing_agent.engine.prompt import count_words
 from langflow_summarizing_agent.engine.report import BUSY_NOTE
-from langflow_summarizing_agent.engine.settings import (
-    DEFAULT_FOLD_BATCH,
-    DEFAULT_MAX_FOLDS_PER_TURN,
-    DEFAULT_SUMMARY_WORDS,
-)
+from langflow_summarizing_agent.engine.settings import DEFAULT_FOLD_BATCH, DEFAULT_MAX_FOLDS_PER_TURN
 from langflow_summarizing_agent.wiring.timing import DEFAULT_MAX_RUNNING, MAX_RUNNING_ENV
-from tests.support.server_fixtures import (
-    LangflowServer,
-    _langflow_executable,
-    _server_environment,
-    running_langflow_server,
-)
+from tests.support import load_audit
+from tests.support.load_audit import chain, saved
+from tests.support.server_fixtures import LangflowServer, langflow_executable, running_langflow_server
+from tests.support.server_fixtures import server_environment as environment
 
-N_MESSAGES = 10
-P95_RATIO_TARGET = 1.10
-RSS_GROWTH_TARGET = 0.10
-SATURATION_SHARE = 0.8
-"""The stock Agent saturates at the first N whose turns per second fall below this share of linear scaling."""
-REQUEST_TIMEOUT_SECONDS = 90.0
-STARTUP_TIMEOUT_SECONDS = 400.0
-"""Two workers booting on a busy 2-CPU machine take minutes."""
-SAMPLE_SECONDS = 1.0
-STATE_POLL_SECONDS = 0.25
-SETTLE_QUIET_SECONDS = 3.0
-SETTLE_TIMEOUT_SECONDS = 120.0
-KILL_WAIT_SECONDS = 40.0
-WARM_UP_TURNS = 4
-"""Turns of each flow before a phase, on new connections, so that both workers have built it."""
-FAULT_MARGIN_SECONDS = 5.0
-"""A failed turn that ended this long after a fault's window closed is still counted as the fault's."""
-DATABASE = "langflow_load"
+P95_RATIO_TARGET, RSS_GROWTH = 1.10, 0.10
+SATURATION_SHARE = 0.8  # the stock Agent saturates where its turns per second fall below this share of linear
+REQUEST_TIMEOUT_SECONDS, STARTUP_TIMEOUT_SECONDS = 90.0, 400.0  # two workers on a busy machine boot in minutes
+POLL_SECONDS = 0.25  # the state rows; the RSS and database connections every fourth poll
+SETTLE_QUIET_SECONDS, SETTLE_TIMEOUT_SECONDS, KILL_WAIT_SECONDS = 3.0, 120.0, 40.0
+WARM_UP_TURNS = 4  # of each flow before a phase, so that both workers have built it
+FAULT_MARGIN_SECONDS = 5.0  # a failed turn that ended this long after a fault is still the fault's
 FAULT_SERVER_LOGS = {"LANGFLOW_LOG_ENV": "container"}
-"""Langflow's JSON logs, as its docs set them up for production (Grafana and Loki). Its default console renders
-each logged exception's traceback with rich: ~0.75 s of CPU in the worker's event loop on this machine. A database
-restart has Langflow log dozens of them, and every turn of both agents waited 20 to 90 s behind them."""
-FAULTS = ("slow_summary", "summary_outage", "rejected_saves", "worker_kill", "pg_restart")
-"""In the order they run: the database restart last."""
-AGENTS = ("stock", "summarizing")
-BACKENDS = ("sqlite", "postgres")
-FOLDED_INLINE = " this turn ("
-"""In the memory step of a turn that folded inline (`engine.report.memory_step_text`)."""
-FOLD_RUNNING = BUSY_NOTE.lower()
-"""In the memory step of a turn that found its session's fold running or waiting for a place."""
-FILLER_TEXT = (
-    "the deployment still shows the same error after the restart and the logs mention a timeout while the worker "
-    "connects to the queue so I checked the settings again and they match the documentation"
-)
-FILLER = FILLER_TEXT.split(" ")
-
-
-@dataclass
-class TurnRecord:
-    agent: str
-    session: str
-    index: int
-    start: float
-    end: float
-    ok: bool
-    error: str = ""
-    inline: bool = False
-    busy: bool = False
-    """The reply's memory step says a fold of the session was running (or waiting for a place): this turn started
-    no fold after its reply."""
-
-
-@dataclass
-class Phase:
-    name: str
-    backend: str
-    users: int
-    seconds: float
-    think_seconds: float
-    turns: list[TurnRecord] = field(default_factory=list)
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    rss: list[tuple[float, float]] = field(default_factory=list)
-    connections: list[tuple[float, int]] = field(default_factory=list)
-    versions: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    started: float = 0.0
-    ended: float = 0.0
-
-
-def session_marker(agent: str, user: int) -> str:
-    return f"s{AGENTS.index(agent)}{user:03d}"
-
-
-def user_text(marker: str, index: int, words: int) -> str:
-    filler = [FILLER[(index + n) % len(FILLER)] for n in range(max(words - 1, 0))]
-    return " ".join([f"#{marker}-u{index}#", *filler])
-
-
-# The server
-
-
-def model_node(record_path: Path, control_path: Path, args: argparse.Namespace) -> LoadModelComponent:
-    model = LoadModelComponent(_id="load_model")
-    model.set(
-        agent_seconds=args.agent_seconds,
-        summary_seconds=args.summary_seconds,
-        reply_words=args.message_words,
-        control_path=str(control_path),
-        record_path=str(record_path),
-    )
-    return model
-
-
-def flow_data(agent: str, record_path: Path, control_path: Path, args: argparse.Namespace, name: str) -> dict:
-    from lfx.components.input_output import ChatInput, ChatOutput
-    from lfx.components.models_and_agents.agent import AgentComponent
-    from lfx.graph import Graph
-
-    from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import (
-        SUMMARY_FIELDS,
-        SummarizingAgentComponent,
-    )
-
-    chat_input = ChatInput(_id="chat_input")
-    model = model_node(record_path, control_path, args)
-    quiet = {"add_current_date_tool": False, "add_calculator_tool": False, "system_prompt": "You are a support agent."}
-    if agent == "stock":
-        node = AgentComponent(_id="agent")
-        node.set(model=model.build_model, input_value=chat_input.message_response, n_messages=args.n_messages, **quiet)
-    else:
-        node = SummarizingAgentComponent(_id="agent")
-        node.set(
-            model=model.build_model,
-            input_value=chat_input.message_response,
-            n_messages=args.n_messages,
-            summarize_older_messages=True,
-            **quiet,
-        )
-    chat_output = ChatOutput(_id="chat_output")
-    chat_output.set(input_value=node.message_response)
-    flow = Graph(chat_input, chat_output).dump(name=name)
-    if agent == "summarizing":
-        template = next(n for n in flow["data"]["nodes"] if n["id"] == "agent")["data"]["node"]["template"]
-        for name_ in SUMMARY_FIELDS:
-            template[name_]["show"] = True
-    return flow
-
-
-@contextmanager
-def langflow_server(
-    backend: str,
-    work_dir: Path,
-    pg: OwnPostgres | None,
-    *,
-    max_background_folds: int,
-    migrated: bool = False,
-    logs: dict[str, str] | None = None,
-) -> Iterator[LangflowServer]:
-    """`langflow run` on SQLite with one worker, or on `database` of `pg` with two; `logs`, Langflow's log settings
-    (its default console when None)."""
-    work_dir.mkdir(parents=True, exist_ok=True)
-    if backend == "sqlite":
-        url, workers = f"sqlite:///{work_dir / 'langflow.db'}", 1
-    else:
-        assert pg is not None
-        url, workers = pg.database_url(DATABASE), 2
-    settings = {"LANGFLOW_WORKER_TIMEOUT": "300", **(logs or {})}
-    if max_background_folds:
-        settings[MAX_RUNNING_ENV] = str(max_background_folds)
-    if workers > 1 and not migrated:
-        # Migrated once before the workers start: two workers migrating a fresh database at once were seen to
-        # take minutes on a busy machine.
-        config_dir = work_dir / "langflow-config"
-        config_dir.mkdir(parents=True, exist_ok=True)
-        migrate({**_server_environment(config_dir, url), **settings}, work_dir / "langflow-migration.log")
-    with running_langflow_server(
-        work_dir, url, workers=workers, startup_timeout=STARTUP_TIMEOUT_SECONDS, settings=settings
-    ) as server:
-        yield server
-
-
-def migrate(environment: dict[str, str], log_path: Path) -> None:
-    with log_path.open("wb") as log:
-        subprocess.run(
-            [_langflow_executable(), "migration"],
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            timeout=STARTUP_TIMEOUT_SECONDS,
-            check=True,
-        )
-
-
-def server_processes(server: LangflowServer) -> list[psutil.Process]:
-    try:
-        root = psutil.Process(server.pid)
-        return [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
-def worker_pids(server: LangflowServer) -> set[int]:
-    """The processes that answer requests: those that ran a model call are workers, whatever forked them."""
-    return {p.pid for p in server_processes(server)}
-
-
-# Sampling while a phase runs
-
-
-class Sampler:
-    """Samples the server's RSS, the database connections in use and every state row's version, in a thread."""
-
-    def __init__(self, server: LangflowServer, engine: sa.Engine, phase: Phase, flow_ids: dict[str, str]) -> None:
-        self.server, self.engine, self.phase = server, engine, phase
-        self.flow_id = flow_ids["summarizing"]
-        self.sqlite_path = server.database_url.removeprefix("sqlite:///") if engine.dialect.name == "sqlite" else ""
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._resources, daemon=True)]
-        self._threads.append(threading.Thread(target=self._states, daemon=True))
-
-    def __enter__(self) -> Sampler:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join()
-
-    def _resources(self) -> None:
-        while not self._stop.wait(SAMPLE_SECONDS):
-            now = time.time()
-            processes = server_processes(self.server)
-            rss = 0
-            handles = 0
-            for process in processes:
-                try:
-                    rss += process.memory_info().rss
-                    if self.sqlite_path:
-                        handles += sum(1 for f in process.open_files() if f.path == self.sqlite_path)
-                except psutil.Error:
-                    continue
-            self.phase.rss.append((now, rss / 2**20))
-            if self.sqlite_path:
-                self.phase.connections.append((now, handles))
-            else:
-                try:
-                    with self.engine.connect() as connection:
-                        count = connection.execute(sa.text(CONNECTIONS_SQL)).scalar_one()
-                    self.phase.connections.append((now, int(count)))
-                except sa.exc.SQLAlchemyError:
-                    self.phase.connections.append((now, -1))
-
-    def _states(self) -> None:
-        flow = flow_key(self.engine, self.flow_id)
-        while not self._stop.wait(STATE_POLL_SECONDS):
-            try:
-                with self.engine.connect() as connection:
-                    rows = connection.execute(sa.text(VERSIONS_SQL), {"flow_id": flow}).all()
-            except sa.exc.SQLAlchemyError:
-                continue
-            for session_id, version, folded_count in rows:
-                seen = self.phase.versions.setdefault(session_id, [])
-                if not seen or seen[-1] != (version, folded_count):
-                    seen.append((version, folded_count))
-
-
-CONNECTIONS_SQL = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+"""Langflow's JSON logs, as for production: its default console renders each logged exception's traceback with rich
+(~0.75 s of a worker's event loop); a database restart logs dozens, and both agents' turns waited 20 to 90 s."""
+FAULTS = ("slow_summary", "summary_outage", "rejected_saves", "worker_kill", "pg_restart")  # the restart last
+AGENTS, BACKENDS = ("stock", "summarizing"), ("sqlite", "postgres")
+WINDOWS = {
+    "pg_restart": ("postgres stopped", "postgres started"),
+    "worker_kill": ("worker killed", "worker killed"),
+    "summary_outage": ("summary model changed", "summary model restored"),
+    "rejected_saves": ("summary saves rejected", "summary saves accepted"),
+}
+"""The events that open and close each fault but `slow_summary` (which lasts the whole phase)."""
+FOLDED_INLINE = " this turn ("  # in the memory step of a turn that folded inline (`engine.report.memory_step_text`)
+FILLER = "the deployment still shows the same error after the restart and the logs mention a timeout while the"
+WORDS = (
+    FILLER + " worker connects to the queue so I checked the settings again and they match the documentation"
+).split()
+CHAT = {"input_type": "chat", "output_type": "chat"}
 VERSIONS_SQL = "SELECT session_id, version, absorbed_count FROM session_memory_state WHERE flow_id = :flow_id"
-
-
-def flow_key(engine: sa.Engine, flow_id: str) -> Any:
-    # SQLite stores UUIDs as 32 hex digits; Postgres has a uuid type.
-    as_uuid = uuid.UUID(flow_id)
-    return as_uuid.hex if engine.dialect.name == "sqlite" else as_uuid
-
-
-def read_calls(record_path: Path) -> list[dict[str, Any]]:
-    """The model's calls, one per call: its start record merged with its end record (a call without an end record
-    was cut off, as by a killed worker)."""
-    if not record_path.exists():
-        return []
-    starts: dict[tuple[int, float, str], dict[str, Any]] = {}
-    for line in record_path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        key = (record["pid"], record["start"], record["kind"])
-        starts.setdefault(key, {**record, "end": None, "failed": None}).update(
-            {k: v for k, v in record.items() if k in {"end", "failed"}}
-        )
-    return sorted(starts.values(), key=lambda c: c["start"])
-
-
-# The simulated users
-
-
-async def user_loop(
-    client: httpx.AsyncClient,
-    phase: Phase,
-    agent: str,
-    flow_id: str,
-    user: int,
-    deadline: float,
-    args: argparse.Namespace,
-) -> None:
-    marker = session_marker(agent, user)
-    session_id = f"load-{phase.name}-{marker}"
-    # User n of each agent draws the same think times (common random numbers): the two agents' turns meet the
-    # server's pauses (a garbage collection of the whole process, say) alike, so their turn times compare.
-    rng = random.Random(f"{phase.name}-u{user}")
-    # Users start spread over one think time, so the phase does not begin with every turn at once.
-    await asyncio.sleep(rng.uniform(0, phase.think_seconds))
-    for index in range(args.max_turns_per_user):
-        if time.monotonic() >= deadline:
-            return
-        started = time.time()
-        body = {
-            "input_value": user_text(marker, index, args.message_words),
-            "input_type": "chat",
-            "output_type": "chat",
-            "session_id": session_id,
-        }
-        try:
-            response = await client.post(f"/api/v1/run/{flow_id}", json=body)
-            text = response.text
-            ok = response.status_code == 200 and f"#{marker}-a{index}#" in text
-            error = "" if ok else f"HTTP {response.status_code}: {text[:200]}"
-        except httpx.HTTPError as exc:
-            ok, error = False, f"{type(exc).__name__}: {exc}"
-        phase.turns.append(TurnRecord(agent, marker, index, started, time.time(), ok, error))
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return
-        await asyncio.sleep(min(remaining, rng.uniform(0.5, 1.5) * phase.think_seconds))
-
-
-async def drive(
-    server: LangflowServer,
-    api_key: str,
-    phase: Phase,
-    flow_ids: dict[str, str],
-    args: argparse.Namespace,
-    fault: Callable[[Phase], Any] | None = None,
-) -> None:
-    limits = httpx.Limits(max_connections=4 * phase.users + 8, max_keepalive_connections=0)
-    deadline = time.monotonic() + phase.seconds
-    phase.started = time.time()
-    async with httpx.AsyncClient(
-        base_url=server.base_url, headers={"x-api-key": api_key}, timeout=REQUEST_TIMEOUT_SECONDS, limits=limits
-    ) as client:
-        users = [
-            user_loop(client, phase, agent, flow_ids[agent], user, deadline, args)
-            for agent in AGENTS
-            for user in range(phase.users)
-        ]
-        tasks = [asyncio.ensure_future(u) for u in users]
-        if fault is not None:
-            tasks.append(asyncio.ensure_future(fault(phase)))
-        await asyncio.wait_for(asyncio.gather(*tasks), timeout=phase.seconds + 2 * REQUEST_TIMEOUT_SECONDS)
-    phase.ended = time.time()
-
-
-def settle(record_path: Path, engine: sa.Engine, flow_id: str) -> float:
-    """Wait until no summary call runs and no state row changed for a while; the seconds waited (bounded)."""
-    started = time.monotonic()
-    flow = flow_key(engine, flow_id)
-    last: Any = None
-    quiet_since = time.monotonic()
-    while time.monotonic() - started < SETTLE_TIMEOUT_SECONDS:
-        # A call of a worker that was killed never ends: it is not running.
-        running = any(
-            c["end"] is None and c["kind"] == "summary" and psutil.pid_exists(c["pid"])
-            for c in read_calls(record_path)[-500:]
-        )
-        try:
-            with engine.connect() as connection:
-                state = connection.execute(sa.text(VERSIONS_SQL), {"flow_id": flow}).all()
-        except sa.exc.SQLAlchemyError:
-            state = None
-        if running or state != last:
-            quiet_since = time.monotonic()
-        last = state
-        if time.monotonic() - quiet_since >= SETTLE_QUIET_SECONDS:
-            break
-        time.sleep(0.5)
-    return time.monotonic() - started
-
-
-# The audit
-
-
-MESSAGES_SQL = (
-    "SELECT id, text FROM message WHERE flow_id = :flow_id AND session_id = :session_id "
-    # What a fold reads: not the error rows Langflow stores for a failed turn (as during a database restart).
-    "AND COALESCE(error, :no) = :no AND COALESCE(category, '') <> 'error' ORDER BY timestamp, id"
-)
-STATE_SQL = (
-    "SELECT session_id, summary, absorbed_count, covered_until_message_id, version, failed_folds, retry_after "
-    "FROM session_memory_state WHERE flow_id = :flow_id"
-)
-
-
-def message_marker(text: str) -> str | None:
-    found = MARKER.search(text or "")
-    return f"{found.group(1)}-{found.group(2)}{found.group(3)}" if found else None
-
-
+CONNECTIONS_SQL = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
 REPLIES_SQL = "SELECT text, content_blocks FROM message WHERE flow_id = :flow_id AND sender <> 'User'"
-
-
-def read_memory_steps(engine: sa.Engine, phase: Phase, flow_id: str) -> None:
-    """Marks the turns whose reply's memory step (stored with the reply) says it folded inline or found the session's
-    fold running."""
-    with engine.connect() as connection:
-        replies = connection.execute(sa.text(REPLIES_SQL), {"flow_id": flow_key(engine, flow_id)}).all()
-    steps = {}
-    for reply in replies:
-        marker = message_marker(reply.text)
-        if marker is not None:
-            steps[marker] = (
-                json.dumps(reply.content_blocks)
-                if not isinstance(reply.content_blocks, str)
-                else (reply.content_blocks)
-            )
-    for turn in phase.turns:
-        step = steps.get(f"{turn.session}-a{turn.index}", "")
-        turn.inline, turn.busy = FOLDED_INLINE in step, FOLD_RUNNING in step
-
-
-def delete_sessions(server: LangflowServer, token: str, session_ids: list[str]) -> list[str]:
-    """Delete sessions through Langflow's monitor API, as the Playground does; the ids it deleted."""
-    deleted = []
-    with server.client(token=token) as client:
-        for session_id in session_ids:
-            response = client.delete(f"/api/v1/monitor/messages/session/{session_id}")
-            if response.status_code in {200, 204}:
-                deleted.append(session_id)
-    return deleted
-
-
-NO_STATE_ROW = SimpleNamespace(summary=None, covered_until_message_id=None, absorbed_count=0, failed_folds=0)
-"""The state a session has before its first saved fold."""
-
-
-def audit_phase(
-    engine: sa.Engine,
-    phase: Phase,
-    flow_id: str,
-    delete: Callable[[], list[str]] = list,
-    n_messages: int = N_MESSAGES,
-    summary_words: int = DEFAULT_SUMMARY_WORDS,
-    chatted: Sequence[str] = (),
-) -> dict[str, Any]:
-    """Per session, from the database: what the summary covers, folded exactly once; a session that `chatted` with
-    a fold due and saved no summary at all is a problem too. Then `delete` deletes some sessions (returning their
-    ids), and none of them may leave its state row behind."""
-    flow = flow_key(engine, flow_id)
-    problems: list[str] = []
-    sessions = 0
-    folded_messages = 0
-    unfolded_waiting = 0
-    with engine.connect() as connection:
-        rows = {row.session_id: row for row in connection.execute(sa.text(STATE_SQL), {"flow_id": flow})}
-        # A session that chatted and saved no summary is audited as one with an empty summary.
-        for session_id, row in {**dict.fromkeys(chatted, NO_STATE_ROW), **rows}.items():
-            sessions += 1
-            stored = connection.execute(
-                sa.text(MESSAGES_SQL), {"flow_id": flow, "session_id": session_id, "no": False}
-            ).all()
-            ids = [str(uuid.UUID(str(m.id))) for m in stored]
-            markers = [message_marker(m.text) for m in stored]
-            summary = [message_marker(line) for line in (row.summary or "").splitlines()]
-            summary = [m for m in summary if m]
-            cursor = str(uuid.UUID(str(row.covered_until_message_id))) if row.covered_until_message_id else None
-            covered = markers[: ids.index(cursor) + 1] if cursor in ids else []
-            if cursor is not None and cursor not in ids:
-                problems.append(f"{session_id}: the cursor names no stored message")
-            if len(summary) != len(set(summary)):
-                doubled = sorted({m for m in summary if summary.count(m) > 1})
-                problems.append(f"{session_id}: folded twice: {doubled}")
-            if summary != covered:
-                clipped = count_words(row.summary or "") >= summary_words
-                problems.append(
-                    f"{session_id}: the summary folds {len(summary)} messages, the cursor covers "
-                    f"{len(covered)}; first difference at {_first_difference(summary, covered)}"
-                    + (
-                        f" (the summary is at the Summary Word Budget, {summary_words} words: clipped)"
-                        if clipped
-                        else ""
-                    )
-                )
-            if row.absorbed_count != len(covered):
-                problems.append(f"{session_id}: folded_count {row.absorbed_count}, the cursor covers {len(covered)}")
-            older = max(len(stored) - (n_messages - 1), 0)
-            waiting = max(older - len(covered), 0)
-            backing_off = row.failed_folds > 0
-            if waiting >= DEFAULT_FOLD_BATCH and not backing_off:
-                not_folded = "are not folded" if row is not NO_STATE_ROW else "and no summary saved"
-                problems.append(f"{session_id}: {waiting} messages older than the window {not_folded}")
-            unfolded_waiting += waiting
-            folded_messages += len(covered)
-            seen = phase.versions.get(session_id, [])
-            versions = [v for v, _ in seen]
-            if versions != sorted(set(versions)):
-                problems.append(f"{session_id}: the version went down or was saved twice: {seen}")
-            counts = [c for _, c in seen]
-            if counts != sorted(counts):
-                problems.append(f"{session_id}: a saved fold was undone: {seen}")
-    deleted = delete()
-    with engine.connect() as connection:
-        left = {row.session_id for row in connection.execute(sa.text(STATE_SQL), {"flow_id": flow})}
-    problems += [
-        f"{session_id}: deleted, but its state row is still there" for session_id in deleted if session_id in left
-    ]
-    return {
-        "holds": not problems,
-        "sessions": sessions,
-        "deleted_sessions": len(deleted),
-        "folded_messages": folded_messages,
-        "unfolded_older_messages": unfolded_waiting,
-        "problems": problems[:50],
-    }
-
-
-def _first_difference(a: list[Any], b: list[Any]) -> str:
-    for n, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return f"position {n} ({x} against {y})"
-    return f"position {min(len(a), len(b))} (one list ends)"
-
-
-# What a phase measured
-
-
-def quantile(values: list[float], share: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
-
-
-BOOTSTRAP_RESAMPLES = 2000
-
-
-def p95_ratio_interval(stock: list[float], ours: list[float], seed: int = 0) -> list[float] | None:
-    """The 95% percentile-bootstrap interval of the Summarizing Agent's p95 turn time over the stock Agent's: the
-    turns of each agent resampled with replacement. At a phase's few hundred turns, the p95 is a handful of the
-    slowest turns, and one server pause moves it."""
-    if not stock or not ours:
-        return None
-    draw = random.Random(seed)
-    ratios = sorted(
-        quantile(draw.choices(ours, k=len(ours)), 0.95) / max(quantile(draw.choices(stock, k=len(stock)), 0.95), 1e-9)
-        for _ in range(BOOTSTRAP_RESAMPLES)
-    )
-    return [round(quantile(ratios, 0.025), 3), round(quantile(ratios, 0.975), 3)]
-
-
-def rounded(value: float | None, digits: int = 3) -> float | None:
-    return None if value is None else round(value, digits)
-
-
-def turn_seconds(phase: Phase, agent: str) -> list[float]:
-    return [t.end - t.start for t in phase.turns if t.agent == agent and t.ok]
-
-
-def agent_metrics(phase: Phase, agent: str, summary_state: dict[str, list[str]]) -> dict[str, Any]:
-    turns = [t for t in phase.turns if t.agent == agent]
-    done = [t for t in turns if t.ok]
-    seconds = turn_seconds(phase, agent)
-    span = max(phase.ended - phase.started, 1e-9)
-    sessions = {session_marker(agent, u) for u in range(phase.users)}
-    calls = [c for c in phase.calls if c["session"] in sessions]
-    summary_calls = [c for c in calls if c["kind"] == "summary"]
-    first_agent_call: dict[tuple[str, int], tuple[float, int]] = {}
-    for call in calls:
-        if call["kind"] == "agent" and call["folded"]:
-            session, _, index = call["folded"][0].partition("-u")
-            first_agent_call.setdefault((session, int(index)), (call["start"], call["pid"]))
-    by_session: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for call in summary_calls:
-        by_session[call["session"]].append(call)
-    waited = []
-    for turn in turns:
-        # A summary call of the session, in the worker that ran the turn, inside the turn before its first agent
-        # call: the turn waited for it (one in the other worker, or after the reply, did not hold the turn up).
-        until, pid = first_agent_call.get((turn.session, turn.index), (turn.end, None))
-        if any(
-            turn.start <= c["start"] and (c["end"] or turn.end) <= until and pid in (None, c["pid"])
-            for c in by_session[turn.session]
-        ):
-            waited.append(turn)
-    queue_waits = fold_queue_waits(turns, by_session)
-    succeeded = [c for c in summary_calls if c["end"] is not None and not c["failed"]]
-    on_chain = set()
-    for call in succeeded:
-        final = summary_state.get(call["session"], [])
-        chain = call["previous"] + call["folded"]
-        if chain and final[: len(chain)] == chain:
-            on_chain.add((call["session"], len(call["previous"]), len(chain)))
-    return {
-        "turns": len(turns),
-        "turns_per_second": round(len(done) / span, 3),
-        "p50_seconds": rounded(quantile(seconds, 0.50)),
-        "p95_seconds": rounded(quantile(seconds, 0.95)),
-        "p99_seconds": rounded(quantile(seconds, 0.99)),
-        "failed_turns": len(turns) - len(done),
-        "failures": [
-            f"{t.session} turn {t.index} at +{t.start - phase.started:.1f} s: {t.error}" for t in turns if not t.ok
-        ][:20],
-        "turns_waited": len(waited),
-        "turns_folded_inline": sum(1 for t in turns if t.inline),
-        "turns_that_found_the_fold_running": sum(1 for t in turns if t.busy),
-        "fold_queue_wait_p50_seconds": rounded(quantile(queue_waits, 0.50)),
-        "fold_queue_wait_p95_seconds": rounded(quantile(queue_waits, 0.95)),
-        "fold_queue_wait_max_seconds": rounded(max(queue_waits, default=None) if queue_waits else None),
-        "summary_calls": len(summary_calls),
-        "failed_summary_calls": sum(1 for c in summary_calls if c["failed"]),
-        "cut_off_summary_calls": sum(1 for c in summary_calls if c["end"] is None),
-        "summary_calls_per_exchange": round(len(summary_calls) / len(done), 3) if done else None,
-        "wasted_summary_calls": len(succeeded) - len(on_chain),
-        "most_calls_in_one_fold": most_calls_in_one_fold(summary_calls, saved_counts(phase)),
-        "retried_within_backoff": retried_within_backoff(by_session),
-    }
-
-
-def fold_queue_waits(turns: list[TurnRecord], by_session: dict[str, list[dict[str, Any]]]) -> list[float]:
-    """For each fold's first summary call, the wait since the end of the turn whose reply started the fold: the
-    session's last turn before the call that did not find a fold running (those started none)."""
-    waits = []
-    by_turns: dict[str, list[TurnRecord]] = defaultdict(list)
-    for turn in sorted(turns, key=lambda t: t.end):
-        by_turns[turn.session].append(turn)
-    for session, calls in by_session.items():
-        for call in fold_starts(calls):
-            before = [t for t in by_turns[session] if t.end <= call["start"]]
-            while before and before[-1].busy:
-                before.pop()
-            if before:
-                waits.append(call["start"] - before[-1].end)
-    return waits
-
-
-def fold_starts(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The calls that began a fold: not one folding on from the call before it in the same worker."""
-    starts, chains = [], {}
-    for call in calls:
-        if chains.get(call["pid"]) != call["previous"] or not call["previous"]:
-            starts.append(call)
-        chains[call["pid"]] = None if call["failed"] or call["end"] is None else call["previous"] + call["folded"]
-    return starts
-
-
-def most_calls_in_one_fold(summary_calls: list[dict[str, Any]], saved_counts: dict[str, set[int]]) -> int:
-    """Most summary calls one fold made. A fold's first call folds on from a saved summary: its previous summary
-    lists as many messages as a saved state row's `absorbed_count` (the polled `saved_counts` of its session). Each
-    next call of the fold, in the same worker, folds on from the call before it, whose summary is not saved yet (it
-    lists a count between two saved ones). A fold queued behind the one running starts from that one's save."""
-    most = 0
-    runs: dict[tuple[str, int], tuple[list[str], int]] = {}
-    for call in summary_calls:
-        key = (call["session"], call["pid"])
-        chain, count = runs.get(key, ([], 0))
-        starts = not call["previous"] or len(call["previous"]) in saved_counts.get(call["session"], set())
-        count = count + 1 if not starts and chain and call["previous"] == chain else 1
-        runs[key] = ([] if call["failed"] or call["end"] is None else call["previous"] + call["folded"], count)
-        most = max(most, count)
-    return most
-
-
-def saved_counts(phase: Phase) -> dict[str, set[int]]:
-    """Each session's `absorbed_count`s its state row held while the phase ran, by session marker."""
-    return {session_id.rsplit("-", 1)[-1]: {count for _, count in seen} for session_id, seen in phase.versions.items()}
-
-
-def retried_within_backoff(by_session: dict[str, list[dict[str, Any]]]) -> int:
-    """Summary calls that started less than the first back-off after a failed call of the same session, in any
-    worker: the back-off did not hold."""
-    base = FOLD_RETRY_BASE.total_seconds()
-    early = 0
-    for calls in by_session.values():
-        for failed in (c for c in calls if c["failed"] and c["end"] is not None):
-            if any(failed["end"] < c["start"] < failed["end"] + base for c in calls):
-                early += 1
-    return early
-
-
-def rss_metrics(phase: Phase) -> dict[str, Any]:
-    values = [mb for _, mb in phase.rss if mb > 0]
-    if len(values) < 3:
-        return {
-            "rss_mb_start": None,
-            "rss_mb_after_warmup": None,
-            "rss_mb_end": None,
-            "rss_growth": None,
-            "rss_mb_max": None,
-        }
-    after_warmup = statistics.median(values[len(values) // 3 : len(values) // 3 + 3])
-    end = statistics.median(values[-3:])
-    return {
-        "rss_mb_start": round(values[0], 1),
-        "rss_mb_after_warmup": round(after_warmup, 1),
-        "rss_mb_end": round(end, 1),
-        "rss_mb_max": round(max(values), 1),
-        "rss_growth": round(end / after_warmup - 1, 4),
-    }
-
-
-def phase_report(phase: Phase, summary_state: dict[str, list[str]], audit: dict[str, Any]) -> dict[str, Any]:
-    connections = [n for _, n in phase.connections if n >= 0]
-    return {
-        "name": phase.name,
-        "backend": phase.backend,
-        "users_per_agent": phase.users,
-        "seconds": round(phase.ended - phase.started, 1),
-        "think_seconds": phase.think_seconds,
-        "agents": {agent: agent_metrics(phase, agent, summary_state) for agent in AGENTS},
-        "p95_ratio_interval": p95_ratio_interval(*(turn_seconds(phase, agent) for agent in AGENTS)),
-        **rss_metrics(phase),
-        "db_connections_max": max(connections, default=None),
-        "db_connections_median": statistics.median(connections) if connections else None,
-        "events": phase.events,
-        "audit": audit,
-    }
-
-
-def final_summaries(engine: sa.Engine, flow_id: str) -> dict[str, list[str]]:
-    """Per session marker, the markers the stored summary folds, in order."""
-    with engine.connect() as connection:
-        rows = connection.execute(sa.text(STATE_SQL), {"flow_id": flow_key(engine, flow_id)}).all()
-    found = {}
-    for row in rows:
-        markers = [m for m in (message_marker(line) for line in (row.summary or "").splitlines()) if m]
-        found[row.session_id.rsplit("-", 1)[-1]] = markers
-    return found
-
-
-# Faults
-
-
-def write_control(path: Path, **values: Any) -> None:
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(values))
-    temporary.replace(path)
-
-
-def event(phase: Phase, what: str, **details: Any) -> None:
-    phase.events.append({"at": round(time.time() - phase.started, 2), "event": what, **details})
-    print(f"  +{time.time() - phase.started:6.1f} s  {what} {details or ''}", flush=True)
-
-
-def pg_restart_fault(pg: OwnPostgres, at: float, outage: float) -> Callable[[Phase], Any]:
-    async def fault(phase: Phase) -> None:
-        await asyncio.sleep(at)
-        event(phase, "postgres stopped")
-        await asyncio.to_thread(pg.stop, "fast")
-        await asyncio.sleep(outage)
-        await asyncio.to_thread(pg.start)
-        event(phase, "postgres started")
-
-    return fault
-
-
-def worker_kill_fault(server: LangflowServer, record_path: Path, at: float) -> Callable[[Phase], Any]:
-    async def fault(phase: Phase) -> None:
-        await asyncio.sleep(at)
-        deadline = time.monotonic() + KILL_WAIT_SECONDS
-        workers = worker_pids(server) - {server.pid}
-        while time.monotonic() < deadline:
-            running = [c for c in read_calls(record_path) if c["kind"] == "summary" and c["end"] is None]
-            running = [c for c in running if c["pid"] in workers and c["start"] > phase.started]
-            if running:
-                killed = running[-1]
-                os.kill(killed["pid"], signal.SIGKILL)
-                event(
-                    phase,
-                    "worker killed",
-                    pid=killed["pid"],
-                    summary_calls_running=len(running),
-                    session=killed["session"],
-                    folding=killed["folded"],
-                )
-                return
-            await asyncio.sleep(0.1)
-        event(phase, "no summary call ran in a worker; nothing killed")
-
-    return fault
-
-
-def control_fault(control_path: Path, at: float, seconds: float, **values: Any) -> Callable[[Phase], Any]:
-    async def fault(phase: Phase) -> None:
-        await asyncio.sleep(at)
-        write_control(control_path, **values)
-        event(phase, "summary model changed", **values)
-        if seconds > 0:
-            await asyncio.sleep(seconds)
-            write_control(control_path)
-            event(phase, "summary model restored")
-
-    return fault
-
-
-def event_times(phase: Phase) -> dict[str, float]:
-    """When each event of the phase happened, in wall-clock seconds."""
-    return {e["event"]: phase.started + e["at"] for e in phase.events}
-
-
 REJECT_SAVES_SQL = (
     "CREATE OR REPLACE FUNCTION load_reject_fold_saves() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
     "IF (TG_OP = 'INSERT' AND NEW.absorbed_count > 0) OR (TG_OP = 'UPDATE' AND NEW.absorbed_count IS DISTINCT FROM "
@@ -878,476 +87,742 @@ REJECT_SAVES_SQL = (
     "CREATE TRIGGER load_reject_fold_saves BEFORE INSERT OR UPDATE ON session_memory_state FOR EACH ROW "
     "EXECUTE FUNCTION load_reject_fold_saves()",
 )
-"""Rejects every save of a fold (it moves `absorbed_count`), and lets the back-off of a failed one through (it
-keeps the summary as it was): a save that fails while the database is up."""
+"""Rejects every save of a fold (it moves `absorbed_count`) and lets the back-off of a failed one through."""
 ACCEPT_SAVES_SQL = (
     "DROP TRIGGER load_reject_fold_saves ON session_memory_state",
     "DROP FUNCTION load_reject_fold_saves()",
 )
 
 
-def rejected_saves_fault(engine: sa.Engine, at: float, seconds: float) -> Callable[[Phase], Any]:
-    def run(statements: tuple[str, ...]) -> None:
-        with engine.begin() as connection:
-            for statement in statements:
-                connection.execute(sa.text(statement))
-
-    async def fault(phase: Phase) -> None:
-        await asyncio.sleep(at)
-        try:
-            await asyncio.to_thread(run, REJECT_SAVES_SQL)
-            event(phase, "summary saves rejected")
-            await asyncio.sleep(seconds)
-        finally:
-            # Also when the phase ends early: the next faults run on the same database.
-            await asyncio.to_thread(run, ACCEPT_SAVES_SQL)
-            event(phase, "summary saves accepted")
-
-    return fault
+@dataclass
+class Turn:
+    agent: str
+    session: str
+    index: int
+    start: float
+    end: float
+    ok: bool
+    error: str = ""
+    inline: bool = False
+    busy: bool = False  # the memory step says a fold of the session was running or waiting: this turn started none
 
 
-def rejected_saves(phase: Phase, margin: float = 2.0) -> dict[str, int]:
-    """The summarizing sessions' folds whose save the database rejected (the last call of a fold that ended while
-    saves were rejected: no call folded on from it), and the summary calls of the same session that started within
-    the first back-off after one, in any worker, not folding on from it: a retry the back-off should have held."""
-    times = event_times(phase)
-    start, end = times.get("summary saves rejected"), times.get("summary saves accepted")
-    if start is None or end is None:
-        return {"folds": 0, "retried_within_backoff": 0}
-    sessions = {session_marker("summarizing", u) for u in range(phase.users)}
-    calls = [c for c in phase.calls if c["kind"] == "summary" and c["session"] in sessions]
-    base = FOLD_RETRY_BASE.total_seconds()
-    folds = early = 0
-    for last in calls:
-        if last["failed"] or last["end"] is None or not start <= last["end"] <= end - margin:
-            continue
-        chain = last["previous"] + last["folded"]
-        same = [c for c in calls if c["session"] == last["session"] and c["start"] > last["end"]]
-        if any(c["previous"] == chain for c in same):
-            continue  # the same fold's next batch: the save comes after it
-        folds += 1
-        early += sum(1 for c in same if c["start"] < last["end"] + base)
-    return {"folds": folds, "retried_within_backoff": early}
+@dataclass
+class Phase:
+    """One phase: what to run (`run_phase` takes it whole) and what it measured."""
+
+    name: str
+    backend: str
+    users: int
+    seconds: float
+    work_dir: Path
+    fault: Callable[[Phase], Awaitable[Any]] | None = None
+    control: dict[str, Any] = field(default_factory=dict)
+    turns: list[Turn] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    rss: list[float] = field(default_factory=list)
+    connections: list[int] = field(default_factory=list)
+    versions: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    started: float = 0.0
+    ended: float = 0.0
+
+    def path(self, suffix: str) -> Path:
+        return self.work_dir / f"{self.name}-{suffix}"
+
+    def sessions(self, agent: str) -> list[str]:
+        return [f"s{AGENTS.index(agent)}{user:03d}" for user in range(self.users)]
+
+    def event(self, what: str, **details: Any) -> None:
+        self.events.append({"at": round(time.time() - self.started, 2), "event": what, **details})
+        print(f"  +{time.time() - self.started:6.1f} s  {what} {details or ''}", flush=True)
+
+    def window(self) -> tuple[float | None, float | None]:
+        times = {e["event"]: self.started + e["at"] for e in self.events}
+        start, end = WINDOWS.get(self.name, ("", ""))
+        return times.get(start), times.get(end, times.get(start))
 
 
-def failures_during(phase: Phase, start_event: str, end_event: str, margin: float) -> dict[str, int]:
-    """Failed turns per agent that ran into the window between two events (plus `margin` after), and outside it."""
-    times = event_times(phase)
-    start, end = times.get(start_event), times.get(end_event, times.get(start_event))
-    counts = {f"{agent}_{where}": 0 for agent in AGENTS for where in ("inside", "outside")}
-    for turn in phase.turns:
-        if turn.ok:
-            continue
-        inside = start is not None and end is not None and turn.end >= start and turn.start <= end + margin
-        counts[f"{turn.agent}_{'inside' if inside else 'outside'}"] += 1
-    return counts
+# The server
 
 
-def folds_across(phase: Phase, summary_state: dict[str, list[str]], start_event: str, end_event: str) -> dict[str, int]:
-    """Summarizing sessions with a saved fold before the fault, those of them with at least Fold Batch answered turns
-    after it (twice Fold Batch new messages: a fold is due again), and how many of each saved a fold after it. A
-    session that goes on with its summary folds on from it once it is chatting again."""
-    times = event_times(phase)
-    start, end = times.get(start_event), times.get(end_event, times.get(start_event))
-    before, after = set(), set()
-    for call in phase.calls:
-        chain = call["previous"] + call["folded"]
-        saved = call["kind"] == "summary" and call["end"] is not None and not call["failed"]
-        if not saved or not chain or summary_state.get(call["session"], [])[: len(chain)] != chain:
-            continue
-        if start is not None and call["end"] < start:
-            before.add(call["session"])
-        elif end is not None and call["start"] > end:
-            after.add(call["session"])
-    answered_after: dict[str, int] = defaultdict(int)
-    for turn in phase.turns:
-        if turn.agent == "summarizing" and turn.ok and end is not None and turn.start > end:
-            answered_after[turn.session] += 1
-    chatting = {session for session in before if answered_after[session] >= DEFAULT_FOLD_BATCH}
-    return {
-        "before": len(before),
-        "before_and_after": len(before & after),
-        "chatting_after": len(chatting),
-        "chatting_after_and_folded": len(chatting & after),
+def flow_data(agent: str, phase: Phase, args: Any) -> Any:
+    from lfx.components.input_output import ChatInput, ChatOutput
+    from lfx.components.models_and_agents.agent import AgentComponent
+    from lfx.graph import Graph
+
+    from benchmarks.load_model import LoadModelComponent
+    from langflow_summarizing_agent.components.summarizing_agent import summarizing_agent as ours
+
+    chat_input, chat_output = ChatInput(_id="chat_input"), ChatOutput(_id="chat_output")
+    model = LoadModelComponent(_id="load_model")
+    paths = {"control_path": str(phase.path("control.json")), "record_path": str(phase.path("calls.jsonl"))}
+    model.set(agent_seconds=args.agent_seconds, summary_seconds=args.summary_seconds, reply_words=args.message_words)
+    model.set(**paths)
+    node = AgentComponent(_id="agent") if agent == "stock" else ours.SummarizingAgentComponent(_id="agent")
+    quiet = {"add_current_date_tool": False, "add_calculator_tool": False, "system_prompt": "You are a support agent."}
+    quiet |= {"summarize_older_messages": True} if agent == "summarizing" else {}
+    node.set(model=model.build_model, input_value=chat_input.message_response, n_messages=args.n_messages, **quiet)
+    chat_output.set(input_value=node.message_response)
+    flow = Graph(chat_input, chat_output).dump(name=f"load-{phase.name}-{agent}")
+    for name in ours.SUMMARY_FIELDS if agent == "summarizing" else ():
+        next(n for n in flow["data"]["nodes"] if n["id"] == "agent")["data"]["node"]["template"][name]["show"] = True
+    return flow
+
+
+@contextmanager
+def langflow_server(
+    backend: str, work_dir: Path, pg: OwnPostgres | None, places: int, logs: dict[str, str] | None = None
+) -> Iterator[tuple[LangflowServer, sa.Engine]]:
+    """`langflow run` on SQLite with one worker, or on PostgreSQL with two, and an engine on its database."""
+    (work_dir / "langflow-config").mkdir(parents=True, exist_ok=True)
+    url = pg.database_url("langflow_load") if pg else f"sqlite:///{work_dir / 'langflow.db'}"
+    settings = {"LANGFLOW_WORKER_TIMEOUT": "300", **(logs or {}), **({MAX_RUNNING_ENV: str(places)} if places else {})}
+    if pg:  # migrated before the workers start: two workers migrating a fresh database at once took minutes
+        with (work_dir / "langflow-migration.log").open("wb") as log:
+            env = {**environment(work_dir / "langflow-config", url), **settings}
+            subprocess.run([langflow_executable(), "migration"], env=env, stdout=log, stderr=log, check=True)
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    options: dict[str, Any] = {
+        "workers": 2 if pg else 1,
+        "startup_timeout": STARTUP_TIMEOUT_SECONDS,
+        "settings": settings,
     }
+    with running_langflow_server(work_dir, url, **options) as server:
+        yield server, engine
+
+
+def server_processes(server: LangflowServer) -> list[psutil.Process]:
+    with suppress(psutil.Error):
+        root = psutil.Process(server.pid)
+        return [root, *root.children(recursive=True)]
+    return []
+
+
+class Sampler(threading.Thread):
+    """Polls every state row's version, and the server's RSS and the database connections in use."""
+
+    def __init__(self, server: LangflowServer, engine: sa.Engine, phase: Phase, flow_id: str) -> None:
+        super().__init__(daemon=True)
+        self.server, self.engine, self.phase, self.flow = server, engine, phase, load_audit.flow_key(engine, flow_id)
+        self.sqlite = server.database_url.removeprefix("sqlite:///") if engine.dialect.name == "sqlite" else ""
+        self.stop, self.changed = threading.Event(), time.monotonic()
+
+    def run(self) -> None:
+        for tick in range(1, 10**9):
+            if self.stop.wait(POLL_SECONDS):
+                return
+            with suppress(sa.exc.SQLAlchemyError), self.engine.connect() as connection:
+                for session_id, *version in connection.execute(sa.text(VERSIONS_SQL), {"flow_id": self.flow}):
+                    seen = self.phase.versions.setdefault(session_id, [])
+                    if not seen or seen[-1] != tuple(version):
+                        seen.append(tuple(version))
+                        self.changed = time.monotonic()
+                if tick % 4 == 0 and not self.sqlite:
+                    self.phase.connections.append(connection.execute(sa.text(CONNECTIONS_SQL)).scalar_one())
+            rss = handles = 0
+            for process in server_processes(self.server) if tick % 4 == 0 else ():
+                with suppress(psutil.Error):
+                    rss += process.memory_info().rss
+                    handles += sum(f.path == self.sqlite for f in process.open_files()) if self.sqlite else 0
+            self.phase.rss += [rss / 2**20] if rss else []
+            self.phase.connections += [handles] if rss and self.sqlite else []
+
+    def settle(self) -> float:
+        """Wait until no summary call runs and no state row changed for a while; the seconds waited (bounded)."""
+        started = quiet_since = time.monotonic()
+        while (
+            time.monotonic() - quiet_since < SETTLE_QUIET_SECONDS
+            and time.monotonic() - started < SETTLE_TIMEOUT_SECONDS
+        ):
+            # A call of a worker that was killed never ends: it is not running.
+            calls = read_calls(self.phase.path("calls.jsonl"))[-500:]
+            if any(c["end"] is None and c["kind"] == "summary" and psutil.pid_exists(c["pid"]) for c in calls):
+                quiet_since = time.monotonic()
+            quiet_since = max(quiet_since, self.changed)
+            time.sleep(0.5)
+        return time.monotonic() - started
+
+
+def read_calls(record_path: Path) -> list[dict[str, Any]]:
+    """The model's calls: each start record merged with its end record (none: cut off, as by a killed worker)."""
+    calls: dict[tuple[int, float, str], dict[str, Any]] = {}
+    for line in record_path.read_text(encoding="utf-8").splitlines() if record_path.exists() else []:
+        with suppress(ValueError):
+            record = json.loads(line)
+            call = calls.setdefault((record["pid"], record["start"], record["kind"]), {"end": None, "failed": None})
+            call.update({k: v for k, v in record.items() if k != "event"})
+    return sorted(calls.values(), key=lambda c: c["start"])
+
+
+# The simulated users
+
+
+async def user_loop(client: httpx.AsyncClient, phase: Phase, agent: str, flow_id: str, user: int, args: Any) -> None:
+    marker, deadline = phase.sessions(agent)[user], phase.started + phase.seconds
+    # User n of each agent draws the same think times (common random numbers): both agents' turns meet the server's
+    # pauses alike. Users start spread over one think time.
+    rng = random.Random(f"{phase.name}-u{user}")
+    await asyncio.sleep(rng.uniform(0, args.think_seconds))
+    for index in range(args.max_turns_per_user):
+        if (started := time.time()) >= deadline:
+            return
+        text = " ".join([f"#{marker}-u{index}#", *islice(cycle(WORDS), index, index + args.message_words - 1)])
+        try:
+            body = {"input_value": text, "session_id": f"load-{phase.name}-{marker}", **CHAT}
+            response = await client.post(f"/api/v1/run/{flow_id}", json=body)
+            ok = response.status_code == 200 and f"#{marker}-a{index}#" in response.text
+            error = "" if ok else f"HTTP {response.status_code}: {response.text[:200]}"
+        except httpx.HTTPError as exc:
+            ok, error = False, f"{type(exc).__name__}: {exc}"
+        phase.turns.append(Turn(agent, marker, index, started, time.time(), ok, error))
+        await asyncio.sleep(max(0.0, min(deadline - time.time(), rng.uniform(0.5, 1.5) * args.think_seconds)))
+
+
+async def drive(server: LangflowServer, phase: Phase, flow_ids: dict[str, str], args: Any) -> None:
+    limits = httpx.Limits(max_connections=4 * phase.users + 8, max_keepalive_connections=0)
+    phase.started, headers = time.time(), {"x-api-key": server.superuser_api_key}
+    options: dict[str, Any] = {"headers": headers, "timeout": REQUEST_TIMEOUT_SECONDS, "limits": limits}
+    async with httpx.AsyncClient(base_url=server.base_url, **options) as client:
+        tasks: list[Awaitable[Any]] = [
+            user_loop(client, phase, a, flow_ids[a], user, args) for a in AGENTS for user in range(phase.users)
+        ]
+        tasks += [phase.fault(phase)] if phase.fault else []
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=phase.seconds + 2 * REQUEST_TIMEOUT_SECONDS)
+    phase.ended = time.time()
+
+
+# What a phase measured
+
+
+def quantile(values: list[float], share: float) -> float | None:
+    return round(float(np.percentile(values, 100 * share, method="nearest")), 3) if values else None
+
+
+def p95_ratio_interval(stock: list[float], ours: list[float], seed: int = 0) -> list[float] | None:
+    """The 95% percentile-bootstrap interval of the Summarizing Agent's p95 turn time over the stock Agent's, each
+    agent's turns resampled: at a few hundred turns the p95 is a handful of the slowest, and one pause moves it."""
+    from scipy.stats import bootstrap
+
+    def ratio(o: np.ndarray, s: np.ndarray, axis: int) -> np.ndarray:
+        p95 = [np.percentile(x, 95, axis=axis, method="nearest") for x in (o, s)]
+        return p95[0] / np.maximum(p95[1], 1e-9)
+
+    if min(len(stock), len(ours)) < 2:
+        return None
+    found = bootstrap((ours, stock), ratio, n_resamples=2000, method="percentile", rng=np.random.default_rng(seed))
+    return [round(float(found.confidence_interval.low), 3), round(float(found.confidence_interval.high), 3)]
+
+
+def agent_metrics(phase: Phase, agent: str, final: dict[str, list[str]]) -> dict[str, Any]:
+    turns = [t for t in phase.turns if t.agent == agent]
+    seconds = [t.end - t.start for t in turns if t.ok]
+    calls = [c for c in phase.calls if c["session"] in phase.sessions(agent)]
+    summary_calls = [c for c in calls if c["kind"] == "summary"]
+    first_agent_call: dict[tuple[str, int], tuple[float, int]] = {}
+    for call in (c for c in calls if c["kind"] == "agent" and c["folded"]):
+        session, _, index = call["folded"][0].partition("-u")
+        first_agent_call.setdefault((session, int(index)), (call["start"], call["pid"]))
+
+    def waited(turn: Turn) -> bool:
+        # A summary call of the session, in the worker that ran the turn, inside the turn before its first agent
+        # call: the turn waited for it (one in the other worker, or after the reply, did not hold the turn up).
+        until, pid = first_agent_call.get((turn.session, turn.index), (turn.end, None))
+        ran = [c for c in summary_calls if c["session"] == turn.session and pid in (None, c["pid"])]
+        return any(turn.start <= c["start"] and (c["end"] or turn.end) <= until for c in ran)
+
+    waits = fold_queue_waits(turns, summary_calls)
+    succeeded = [c for c in summary_calls if saved(c)]
+    on_chain = {(c["session"], len(c["previous"]), len(chain(c))) for c in succeeded if on_final(c, final)}
+    saved_counts = {s.rsplit("-", 1)[-1]: {count for _, count in seen} for s, seen in phase.versions.items()}
+    failures = [f"{t.session} turn {t.index} at +{t.start - phase.started:.1f} s: {t.error}" for t in turns if not t.ok]
+    return {
+        "turns": len(turns),
+        "turns_per_second": round(len(seconds) / max(phase.ended - phase.started, 1e-9), 3),
+        **{f"p{q}_seconds": quantile(seconds, q / 100) for q in (50, 95, 99)},
+        "failed_turns": len(turns) - len(seconds),
+        "failures": failures[:20],
+        "turns_waited": sum(map(waited, turns)),
+        "turns_folded_inline": sum(t.inline for t in turns),
+        "turns_that_found_the_fold_running": sum(t.busy for t in turns),
+        **{f"fold_queue_wait_p{q}_seconds": quantile(waits, q / 100) for q in (50, 95)},
+        "fold_queue_wait_max_seconds": round(max(waits), 3) if waits else None,
+        "summary_calls": len(summary_calls),
+        "failed_summary_calls": sum(bool(c["failed"]) for c in summary_calls),
+        "cut_off_summary_calls": sum(c["end"] is None for c in summary_calls),
+        "summary_calls_per_exchange": round(len(summary_calls) / len(seconds), 3) if seconds else None,
+        "wasted_summary_calls": len(succeeded) - len(on_chain),
+        "most_calls_in_one_fold": load_audit.most_calls_in_one_fold(summary_calls, saved_counts),
+        "retried_within_backoff": load_audit.retried_within_backoff(summary_calls),
+    }
+
+
+def on_final(call: dict[str, Any], final: dict[str, list[str]]) -> bool:
+    """The call's summary is where the session's stored summary begins: its fold was saved."""
+    return final.get(call["session"], [])[: len(chain(call))] == chain(call)
+
+
+def fold_queue_waits(turns: list[Turn], summary_calls: list[dict[str, Any]]) -> list[float]:
+    """For each fold's first summary call (not one folding on from the call before it in the same worker), the wait
+    since the end of the turn whose reply started the fold: the session's last turn before the call that did not
+    find a fold running (those started none)."""
+    chains: dict[tuple[str, int], list[str] | None] = {}
+    waits, ordered = [], sorted(turns, key=lambda t: t.end)
+    for call in summary_calls:
+        if chains.get((call["session"], call["pid"])) != call["previous"] or not call["previous"]:
+            before = [t for t in ordered if t.session == call["session"] and t.end <= call["start"]]
+            while before and before[-1].busy:
+                before.pop()
+            waits += [call["start"] - before[-1].end] if before else []
+        chains[(call["session"], call["pid"])] = chain(call) if saved(call) else None
+    return waits
+
+
+def phase_report(phase: Phase, final: dict[str, list[str]], audit: dict[str, Any]) -> dict[str, Any]:
+    rss, connections = phase.rss, phase.connections
+    memory = dict.fromkeys(("rss_mb_start", "rss_mb_after_warmup", "rss_mb_end", "rss_mb_max", "rss_growth"))
+    if len(rss) >= 3:  # after the first third of the phase, the warm-up, and at its end
+        warm, end = float(np.median(rss[len(rss) // 3 : len(rss) // 3 + 3])), float(np.median(rss[-3:]))
+        memory = {k: round(v, 1) for k, v in zip(memory, (rss[0], warm, end, max(rss)), strict=False)}
+        memory["rss_growth"] = round(end / warm - 1, 4)
+    stock, ours = ([t.end - t.start for t in phase.turns if t.agent == agent and t.ok] for agent in AGENTS)
+    report = {"name": phase.name, "backend": phase.backend, "users_per_agent": phase.users}
+    report["seconds"] = round(phase.ended - phase.started, 1)
+    report["agents"] = {agent: agent_metrics(phase, agent, final) for agent in AGENTS}
+    report |= {"p95_ratio_interval": p95_ratio_interval(stock, ours), **memory}
+    report |= {"db_connections_max": max(connections, default=None)}
+    report |= {"db_connections_median": float(np.median(connections)) if connections else None}
+    return {**report, "events": phase.events, "audit": audit}
+
+
+def fault_report(phase: Phase, final: dict[str, list[str]]) -> dict[str, Any]:
+    """Failed turns per agent inside the fault's window (up to `FAULT_MARGIN_SECONDS` after) and outside it; the
+    summarizing sessions that saved a fold before the fault, those of them with Fold Batch answered turns after it,
+    and how many of each saved a fold after it; the saves the database rejected; the killed worker's fold."""
+    start, end = phase.window()
+    failed = {f"{agent}_{where}": 0 for agent in AGENTS for where in ("inside", "outside")}
+    for turn in (t for t in phase.turns if not t.ok):
+        inside = start and end and turn.end >= start and turn.start <= end + FAULT_MARGIN_SECONDS
+        failed[f"{turn.agent}_{'inside' if inside else 'outside'}"] += 1
+    folded = [c for c in phase.calls if c["kind"] == "summary" and saved(c) and chain(c) and on_final(c, final)]
+    before = {c["session"] for c in folded if start is not None and c["end"] < start}
+    after = {c["session"] for c in folded if end is not None and c["start"] > end}
+    answered = [t.session for t in phase.turns if t.agent == "summarizing" and t.ok and end and t.start > end]
+    chatting = {s for s in before if answered.count(s) >= DEFAULT_FOLD_BATCH}
+    across = {"before": len(before), "before_and_after": len(before & after), "chatting_after": len(chatting)}
+    across["chatting_after_and_folded"] = len(chatting & after)
+    report: dict[str, Any] = {"failed_turns_in_fault": failed, "sessions_folding_across_fault": across}
+    if phase.name == "rejected_saves":
+        calls = [c for c in phase.calls if c["kind"] == "summary" and c["session"] in phase.sessions("summarizing")]
+        report["rejected_saves"] = load_audit.rejected_saves(calls, start or 0.0, end or 0.0)
+    if killed := next((e for e in phase.events if e["event"] == "worker killed"), None):
+        # The messages the killed worker was folding: a later fold of that session takes them, once (the audit).
+        folded_since = sum(m in final.get(killed["session"], []) for m in killed["folding"])
+        report["killed_fold"] = {"session": killed["session"], "messages": len(killed["folding"])}
+        report["killed_fold"]["folded_since"] = folded_since
+    return report
+
+
+# Faults
+
+
+async def inject(phase: Phase, args: Any, server: LangflowServer, engine: sa.Engine, pg: OwnPostgres) -> None:
+    """The fault of `phase`, between the events of its window."""
+    await asyncio.sleep(args.restart_at_seconds if phase.name == "pg_restart" else args.fault_at_seconds)
+    deadline, workers = time.monotonic() + KILL_WAIT_SECONDS, {p.pid for p in server_processes(server)} - {server.pid}
+    while phase.name == "worker_kill" and time.monotonic() < deadline:
+        calls = [c for c in read_calls(phase.path("calls.jsonl")) if c["kind"] == "summary" and c["end"] is None]
+        if running := [c for c in calls if c["pid"] in workers and c["start"] > phase.started]:
+            os.kill(running[-1]["pid"], signal.SIGKILL)
+            killed = {"pid": running[-1]["pid"], "session": running[-1]["session"], "folding": running[-1]["folded"]}
+            return phase.event("worker killed", summary_calls_running=len(running), **killed)
+        await asyncio.sleep(0.1)
+    if phase.name == "worker_kill":
+        return phase.event("no summary call ran in a worker; nothing killed")
+    start, end = WINDOWS[phase.name]
+    try:
+        if phase.name == "rejected_saves":
+            await asyncio.to_thread(run_sql, engine, REJECT_SAVES_SQL)
+        phase.event(start)
+        if phase.name == "pg_restart":
+            await asyncio.to_thread(pg.stop, "fast")
+        elif phase.name == "summary_outage":
+            write_control(phase.path("control.json"), fail_summary=True)
+        await asyncio.sleep(args.outage_seconds if phase.name == "pg_restart" else args.summary_outage_seconds)
+    finally:  # also when the phase ends early: the next faults run on the same database
+        if phase.name == "pg_restart":
+            await asyncio.to_thread(pg.start)
+        elif phase.name == "rejected_saves":
+            await asyncio.to_thread(run_sql, engine, ACCEPT_SAVES_SQL)
+        else:
+            write_control(phase.path("control.json"))
+        phase.event(end)
+
+
+def run_sql(engine: sa.Engine, statements: tuple[str, ...]) -> None:
+    with engine.begin() as connection:
+        for statement in statements:
+            connection.execute(sa.text(statement))
+
+
+def write_control(path: Path, **values: Any) -> None:
+    path.with_suffix(".tmp").write_text(json.dumps(values))
+    path.with_suffix(".tmp").replace(path)
+
+
+def fault_phase(
+    name: str, args: Any, server: LangflowServer, engine: sa.Engine, pg: OwnPostgres, folder: Path
+) -> Phase:
+    # The restart late enough that every session has folded before it, long enough before the end for the next folds.
+    restart = args.restart_at_seconds + args.outage_seconds + args.restart_recovery_seconds
+    outage = args.fault_at_seconds + args.summary_outage_seconds + args.recovery_seconds
+    seconds = {"pg_restart": restart, "summary_outage": outage, "rejected_saves": outage}.get(name, args.fault_seconds)
+    fault = None if name == "slow_summary" else (lambda phase: inject(phase, args, server, engine, pg))
+    control = {"summary_seconds": args.slow_summary_seconds} if name == "slow_summary" else {}
+    return Phase(name, "postgres", args.fault_users, seconds, folder, fault, control)
 
 
 # One phase end to end
 
 
-def run_phase(
-    server: LangflowServer,
-    engine: sa.Engine,
-    work_dir: Path,
-    args: argparse.Namespace,
-    *,
-    name: str,
-    backend: str,
-    users: int,
-    seconds: float,
-    fault: Callable[[Path, Path], Callable[[Phase], Any] | None] = lambda record, control: None,
-    control: dict[str, Any] | None = None,
-    window: tuple[str, str] | None = None,
-) -> dict[str, Any]:
-    record_path = work_dir / f"{name}-calls.jsonl"
-    control_path = work_dir / f"{name}-control.json"
-    write_control(control_path, **(control or {}))
-    token = server.superuser_token
-    flow_ids = {}
-    with server.client(token=token) as client:
-        for agent in AGENTS:
-            data = flow_data(agent, record_path, control_path, args, f"load-{name}-{agent}")
-            created = client.post("/api/v1/flows/", json=data)
-            created.raise_for_status()
-            flow_ids[agent] = created.json()["id"]
-    warm_up(server, flow_ids)
-    phase = Phase(name, backend, users, seconds, args.think_seconds)
-    print(f"{name}: {users} users per agent for {seconds:g} s", flush=True)
-    with Sampler(server, engine, phase, flow_ids):
-        asyncio.run(drive(server, server.superuser_api_key, phase, flow_ids, args, fault(record_path, control_path)))
-        write_control(control_path)
-        settled = settle(record_path, engine, flow_ids["summarizing"])
-    phase.events.append(
-        {"at": round(time.time() - phase.started, 2), "event": "folds settled", "waited_seconds": round(settled, 1)}
-    )
-    phase.calls = read_calls(record_path)
-    with (work_dir / f"{name}-turns.jsonl").open("w", encoding="utf-8") as turns:
-        turns.writelines(json.dumps(asdict(turn)) + "\n" for turn in phase.turns)
-    read_memory_steps(engine, phase, flow_ids["summarizing"])
-    summary_state = final_summaries(engine, flow_ids["summarizing"])
-    summarizing_sessions = [f"load-{name}-{session_marker('summarizing', u)}" for u in range(users)]
-    # Every session is audited, then a quarter of them (at least one) is deleted and must leave no state row.
-    audit = audit_phase(
-        engine,
-        phase,
-        flow_ids["summarizing"],
-        lambda: delete_sessions(server, token, summarizing_sessions[: max(1, users // 4)]),
-        args.n_messages,
-        chatted=summarizing_sessions,
-    )
-    report = phase_report(phase, summary_state, audit)
-    if window is not None:
-        report["failed_turns_in_fault"] = failures_during(phase, *window, margin=FAULT_MARGIN_SECONDS)
-        report["sessions_folding_across_fault"] = folds_across(phase, summary_state, *window)
-    if name == "rejected_saves":
-        report["rejected_saves"] = rejected_saves(phase)
-    killed = next((e for e in phase.events if e["event"] == "worker killed"), None)
-    if killed is not None:
-        # The messages the killed worker was folding: a later fold of that session takes them, once (the audit).
-        final = set(summary_state.get(killed["session"], []))
-        report["killed_fold"] = {
-            "session": killed["session"],
-            "messages": len(killed["folding"]),
-            "folded_since": sum(marker in final for marker in killed["folding"]),
-        }
-    print(phase_text(report), flush=True)
+def run_phase(server: LangflowServer, engine: sa.Engine, phase: Phase, args: Any) -> dict[str, Any]:
+    phase.work_dir.mkdir(parents=True, exist_ok=True)
+    write_control(phase.path("control.json"), **phase.control)
+    with server.client(token=server.superuser_token) as client:
+        flows = {agent: client.post("/api/v1/flows/", json=flow_data(agent, phase, args)) for agent in AGENTS}
+    flow_ids = {agent: response.raise_for_status().json()["id"] for agent, response in flows.items()}
+    for agent, n in ((agent, n) for agent in AGENTS for n in range(WARM_UP_TURNS)):  # a flow's first build is slow
+        with server.client(api_key=server.superuser_api_key) as client:
+            body = {"input_value": f"#w{AGENTS.index(agent)}-u{n}# hello", "session_id": uuid.uuid4().hex, **CHAT}
+            client.post(f"/api/v1/run/{flow_ids[agent]}", json=body)
+    print(f"{phase.name}: {phase.users} users per agent for {phase.seconds:g} s", flush=True)
+    sampler = Sampler(server, engine, phase, flow_ids["summarizing"])
+    sampler.start()
+    try:
+        asyncio.run(drive(server, phase, flow_ids, args))
+        write_control(phase.path("control.json"))
+        phase.event("folds settled", waited_seconds=round(sampler.settle(), 1))
+    finally:
+        sampler.stop.set()
+        sampler.join()
+    phase.calls = read_calls(phase.path("calls.jsonl"))
+    phase.path("turns.jsonl").write_text("".join(json.dumps(asdict(t)) + "\n" for t in phase.turns))
+    flow = {"flow_id": load_audit.flow_key(engine, flow_ids["summarizing"])}
+    with engine.connect() as connection:
+        replies = connection.execute(sa.text(REPLIES_SQL), flow).all()
+        states = connection.execute(sa.text(load_audit.STATE_SQL), flow).all()
+    # The memory step, stored with the reply, says whether the turn folded inline or found the session's fold running.
+    steps = {load_audit.message_marker(r.text): r.content_blocks for r in replies}
+    for turn in phase.turns:
+        step = steps.get(f"{turn.session}-a{turn.index}", "")
+        step = step if isinstance(step, str) else json.dumps(step)
+        turn.inline, turn.busy = FOLDED_INLINE in step, BUSY_NOTE.lower() in step
+    final = {r.session_id.rsplit("-", 1)[-1]: load_audit.summary_markers(r.summary) for r in states}
+    chatted = [f"load-{phase.name}-{s}" for s in phase.sessions("summarizing")]
+
+    def delete() -> list[str]:
+        # A quarter of the sessions (at least one), through Langflow's monitor API, as the Playground does.
+        with server.client(token=server.superuser_token) as client:
+            deleting = chatted[: max(1, phase.users // 4)]
+            gone = {s: client.delete(f"/api/v1/monitor/messages/session/{s}").status_code for s in deleting}
+        return [s for s, status in gone.items() if status in {200, 204}]
+
+    options = {"versions": phase.versions, "delete": delete, "n_messages": args.n_messages, "chatted": chatted}
+    audit = load_audit.audit_phase(engine, flow_ids["summarizing"], **options)
+    report = {**phase_report(phase, final, audit), **(fault_report(phase, final) if phase.name in WINDOWS else {})}
+    for agent, m in report["agents"].items():
+        print(f"  {agent:12} " + ", ".join(f"{k} {v}" for k, v in m.items() if k in SHOWN), flush=True)
+    print(f"  RSS growth {report['rss_growth']}, DB connections max {report['db_connections_max']}; audit {audit}")
     return report
 
 
-def warm_up(server: LangflowServer, flow_ids: dict[str, str]) -> None:
-    """A few turns of each flow outside the measurement: the first build of a flow in a worker is slow."""
-    for agent, flow_id in flow_ids.items():
-        for n in range(WARM_UP_TURNS):
-            body = {
-                "input_value": f"#w{AGENTS.index(agent)}-u{n}# hello",
-                "input_type": "chat",
-                "output_type": "chat",
-                "session_id": f"warm-up-{uuid.uuid4().hex[:8]}",
-            }
-            with server.client(api_key=server.superuser_api_key) as client:
-                client.post(f"/api/v1/run/{flow_id}", json=body)
+SHOWN = ("turns", "turns_per_second", "p95_seconds", "failed_turns", "turns_waited", "summary_calls_per_exchange")
 
 
-def phase_text(report: dict[str, Any]) -> str:
-    lines = []
-    for agent, m in report["agents"].items():
-        lines.append(
-            f"  {agent:12} turns {m['turns']:4d} ({m['turns_per_second']:.2f}/s)  p50/p95/p99 "
-            f"{m['p50_seconds']}/{m['p95_seconds']}/{m['p99_seconds']} s  failed {m['failed_turns']}  waited "
-            f"{m['turns_waited']}  inline {m['turns_folded_inline']}  queue p50/p95 "
-            f"{m['fold_queue_wait_p50_seconds']}/{m['fold_queue_wait_p95_seconds']} s  calls/ex "
-            f"{m['summary_calls_per_exchange']}  wasted {m['wasted_summary_calls']}"
-        )
-    lines.append(
-        f"  RSS {report['rss_mb_after_warmup']} -> {report['rss_mb_end']} MB (growth {report['rss_growth']}), "
-        f"DB connections max {report['db_connections_max']}; audit "
-        f"{'holds' if report['audit']['holds'] else 'FAILS: ' + '; '.join(report['audit']['problems'][:5])}"
+# Targets: one table, its rows evaluated by `evaluate`
+
+
+def zero(value: Any) -> tuple[Any, str, bool]:
+    return value, "0", value == 0
+
+
+def at_most(value: Any, bound: float, limit: str) -> tuple[Any, str, bool]:
+    return value, limit, value is not None and value <= bound
+
+
+def below(value: Any, bound: float, limit: str) -> tuple[Any, str, bool]:
+    return value, limit, value is not None and value < bound
+
+
+def all_of(done: int, of: int, shown: str = "") -> tuple[Any, str, bool]:
+    return shown or f"{done} of {of}", "all, at least 1", of >= 1 and done == of
+
+
+def p95_row(r: Any) -> tuple[Any, str, bool]:
+    ours, stock, interval = r.ours["p95_seconds"], r.stock["p95_seconds"], r.run.get("p95_ratio_interval")
+    limit, shown = P95_RATIO_TARGET * (stock or 0), ours
+    if interval and stock and ours is not None:
+        shown = f"{ours} s ({ours / stock:.2f} x stock; 95% bootstrap interval of this phase's turns "
+        shown += f"{interval[0]:.2f}-{interval[1]:.2f} x)"
+    return shown, f"<= {P95_RATIO_TARGET:g} x stock {stock} s = {limit:.3f} s", ours is not None and ours <= limit
+
+
+def slow_row(r: Any) -> tuple[Any, str, bool]:
+    # One fold per session at a time: a fold waits at most for the sessions ahead of it, a call each.
+    slow, places = r.report.get("slow_summary_seconds", 30.0), 2 * r.run.get("max_background_folds", 1)
+    bound = -(-r.users // places) * slow
+    limit = f"<= {r.users} sessions over {places} places x {slow:g} s = {bound:g} s"
+    return at_most(r.ours["fold_queue_wait_max_seconds"], bound, limit)
+
+
+def rejected_row(r: Any) -> tuple[Any, str, bool] | None:
+    if not r.rejected:
+        return None
+    folds, early = r.rejected["folds"], r.rejected["retried_within_backoff"]
+    return f"{early} after {folds} rejected saves", "0, after at least 1", folds >= 1 and early == 0
+
+
+def restart_row(r: Any) -> tuple[Any, str, bool] | None:
+    if not r.across:
+        return None
+    chatting = r.across.get("chatting_after", r.across["before"])
+    folded = r.across.get("chatting_after_and_folded", r.across["before_and_after"])
+    shown = f"{folded} of {chatting}; {r.across['before_and_after']} of all {r.across['before']} folded before"
+    return all_of(folded, chatting, shown)
+
+
+TARGETS: list[tuple[str, str, Callable[[Any], tuple[Any, str, bool] | None]]] = [
+    # (the row's name, where it applies: "load" and fault names, "faults" for all of them; its measured value,
+    # limit and whether it holds, or None when the run lacks what it measures)
+    ("p95 turn time, Summarizing", "load", p95_row),
+    ("turns that waited for a summary call", "load", lambda r: zero(r.ours["turns_waited"])),
+    ("failed turns, both agents", "load slow_summary summary_outage rejected_saves", lambda r: zero(r.failed)),
+    # Only the database outage and the killed worker fail turns; the summary faults leave every turn running.
+    ("failed turns outside the fault, both agents", "pg_restart worker_kill", lambda r: zero(r.outside)),
+    ("turns that waited for a summary call", "faults", lambda r: zero(r.ours["turns_waited"])),
+    ("lost or doubled folds (audit problems)", "load faults", lambda r: (r.problems, "0", r.run["audit"]["holds"])),
+    ("RSS growth after warm-up", "load", lambda r: below(r.run["rss_growth"], RSS_GROWTH, f"< {RSS_GROWTH:.0%}")),
+    ("summary calls within the back-off after a failed one, any worker", "summary_outage", lambda r: zero(r.retried)),
+    ("most folds in one catch-up, the catch-up included", "summary_outage rejected_saves", lambda r: r.most_folds),
+    ("summary calls within the back-off after a rejected save, any worker", "rejected_saves", rejected_row),
+    ("fold queue wait, max", "slow_summary", slow_row),
+    (
+        "seconds until the folds settled after the last turn",
+        "slow_summary",
+        lambda r: below(r.settled, SETTLE_TIMEOUT_SECONDS, f"< {SETTLE_TIMEOUT_SECONDS:g} s"),
+    ),
+    # Faults the sessions must outlast with their summaries.
+    (
+        "sessions that folded before the fault and fold on after it",
+        "worker_kill",
+        lambda r: r.across and all_of(r.across["before_and_after"], r.across["before"]),
+    ),
+    (
+        "messages of the killed fold folded by a later fold",
+        "worker_kill",
+        lambda r: r.killed and all_of(r.killed["folded_since"], r.killed["messages"]),
+    ),
+    (
+        f"sessions that folded before the fault and, chatting again after it ({DEFAULT_FOLD_BATCH}+ answered turns), "
+        "folded on",
+        "pg_restart",
+        restart_row,
+    ),
+]
+
+
+def evaluate(report: dict[str, Any], where: str, run: dict[str, Any], backend: str = "postgres") -> list[dict]:
+    """The rows of `TARGETS` that apply to `where` ("load", or a fault's name), on one run."""
+    row = {"backend": backend, "users": run.get("users_per_agent", report.get("fault_users"))}
+    if "error" in run:
+        return [
+            {**row, "name": f"{where}: the fault ran", "measured": run["error"], "limit": "completes", "holds": False}
+        ]
+    ours, stock, window = run["agents"]["summarizing"], run["agents"]["stock"], run.get("failed_turns_in_fault", {})
+    most = report.get("max_folds_per_turn", DEFAULT_MAX_FOLDS_PER_TURN)
+    run = {"max_background_folds": report.get("fault_max_background_folds") or DEFAULT_MAX_RUNNING, **run}
+    r = SimpleNamespace(
+        run=run, ours=ours, stock=stock, users=row["users"], report=report, retried=ours["retried_within_backoff"]
     )
-    return "\n".join(lines)
-
-
-# The benchmark
-
-
-def load_runs(server: LangflowServer, engine: sa.Engine, work_dir: Path, args: argparse.Namespace, backend: str):
-    return [
-        run_phase(
-            server,
-            engine,
-            work_dir,
-            args,
-            name=f"{backend}-n{users}",
-            backend=backend,
-            users=users,
-            seconds=args.phase_seconds,
-        )
-        for users in args.users
-    ]
-
-
-def fault_runs(
-    server: LangflowServer, engine: sa.Engine, work_dir: Path, args: argparse.Namespace, pg: OwnPostgres
-) -> dict[str, dict[str, Any]]:
-    results: dict[str, dict[str, Any]] = {}
-    for name in args.faults:
-        try:
-            results[name] = {
-                **fault_run(server, engine, work_dir, args, pg, name),
-                "commit": commit(),
-                "max_background_folds": args.fault_max_background_folds or DEFAULT_MAX_RUNNING,
-            }
-        except Exception as exc:  # noqa: BLE001 - one fault that cannot run is reported; the others still run
-            print(f"{name}: did not complete: {type(exc).__name__}: {exc}", flush=True)
-            results[name] = {"error": f"{type(exc).__name__}: {exc}"}
-    return results
-
-
-def fault_run(
-    server: LangflowServer, engine: sa.Engine, work_dir: Path, args: argparse.Namespace, pg: OwnPostgres, name: str
-) -> dict[str, Any]:
-    at, outage = args.fault_at_seconds, args.summary_outage_seconds
-    if name == "pg_restart":
-        # Late enough that every session has folded before it, long enough after it for the next folds.
-        restart_at = args.restart_at_seconds
-        phase = {
-            "seconds": restart_at + args.outage_seconds + args.restart_recovery_seconds,
-            "fault": lambda r, c: pg_restart_fault(pg, restart_at, args.outage_seconds),
-            "window": ("postgres stopped", "postgres started"),
-        }
-    elif name == "rejected_saves":
-        phase = {
-            "seconds": at + outage + args.recovery_seconds,
-            "fault": lambda r, c: rejected_saves_fault(engine, at, outage),
-            "window": ("summary saves rejected", "summary saves accepted"),
-        }
-    elif name == "worker_kill":
-        phase = {
-            "seconds": args.fault_seconds,
-            "fault": lambda r, c: worker_kill_fault(server, r, at),
-            "window": ("worker killed", "worker killed"),
-        }
-    elif name == "summary_outage":
-        phase = {
-            "seconds": at + outage + args.recovery_seconds,
-            "fault": lambda r, c: control_fault(c, at, outage, fail_summary=True),
-            "window": ("summary model changed", "summary model restored"),
-        }
-    else:
-        phase = {"seconds": args.fault_seconds, "control": {"summary_seconds": args.slow_summary_seconds}}
-    return run_phase(server, engine, work_dir, args, name=name, backend="postgres", users=args.fault_users, **phase)
+    r.most_folds = at_most(ours["most_calls_in_one_fold"], most, f"<= Max Folds per Turn ({most})")
+    r.failed = stock["failed_turns"] + ours["failed_turns"]
+    r.outside = sum(window.get(f"{agent}_outside", 0) for agent in AGENTS)
+    r.problems, r.across = len(run["audit"]["problems"]), run.get("sessions_folding_across_fault")
+    r.killed, r.rejected = run.get("killed_fold"), run.get("rejected_saves")
+    r.settled = next((e["waited_seconds"] for e in run["events"] if e["event"] == "folds settled"), None)
+    rows, prefix = [], "" if where == "load" else f"{where}: "
+    for name, applies, check in TARGETS:
+        if (where in applies.split() or (where != "load" and "faults" in applies.split())) and (found := check(r)):
+            measured, limit, holds = found
+            rows.append({**row, "name": prefix + name, "measured": measured, "limit": limit, "holds": bool(holds)})
+    return rows
 
 
 def saturation(runs: list[dict[str, Any]]) -> int | None:
     """The first N at which the stock Agent's turns per second fell below `SATURATION_SHARE` of N times its rate per
     user at the smallest N: the server no longer keeps up with its users."""
-    if not runs:
-        return None
-    first = runs[0]
-    per_user = first["agents"]["stock"]["turns_per_second"] / first["users_per_agent"]
-    for run in runs[1:]:
-        if run["agents"]["stock"]["turns_per_second"] < SATURATION_SHARE * per_user * run["users_per_agent"]:
-            return run["users_per_agent"]
-    return None
+    rates = [
+        (run["users_per_agent"], run["agents"]["stock"]["turns_per_second"] / run["users_per_agent"]) for run in runs
+    ]
+    return next((n for n, rate in rates[1:] if rate < SATURATION_SHARE * rates[0][1]), None)
 
 
-def targets(backend: str, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    saturated = saturation(runs)
-    measured = [r for r in runs if saturated is None or r["users_per_agent"] <= saturated]
-    rows = []
-    for run in measured:
-        n, stock, ours = run["users_per_agent"], run["agents"]["stock"], run["agents"]["summarizing"]
-        limit = P95_RATIO_TARGET * (stock["p95_seconds"] or 0)
-        p95: Any = ours["p95_seconds"]
-        if (interval := run.get("p95_ratio_interval")) and stock["p95_seconds"] and p95 is not None:
-            p95 = (
-                f"{p95} s ({p95 / stock['p95_seconds']:.2f} x stock; 95% bootstrap interval of this phase's turns "
-                f"{interval[0]:.2f}-{interval[1]:.2f} x)"
-            )
-        rows += [
-            _target(
-                backend,
-                n,
-                "p95 turn time, Summarizing",
-                p95,
-                f"<= {P95_RATIO_TARGET:g} x stock {stock['p95_seconds']} s = {limit:.3f} s",
-                ours["p95_seconds"] is not None and ours["p95_seconds"] <= limit,
-            ),
-            _target(
-                backend, n, "turns that waited for a summary call", ours["turns_waited"], "0", ours["turns_waited"] == 0
-            ),
-            _target(
-                backend,
-                n,
-                "failed turns, both agents",
-                stock["failed_turns"] + ours["failed_turns"],
-                "0",
-                stock["failed_turns"] + ours["failed_turns"] == 0,
-            ),
-            _target(
-                backend,
-                n,
-                "lost or doubled folds (audit problems)",
-                len(run["audit"]["problems"]),
-                "0",
-                run["audit"]["holds"],
-            ),
-            _target(
-                backend,
-                n,
-                "RSS growth after warm-up",
-                run["rss_growth"],
-                f"< {RSS_GROWTH_TARGET:.0%}",
-                run["rss_growth"] is not None and run["rss_growth"] < RSS_GROWTH_TARGET,
-            ),
-        ]
-    return rows
+def scored(report: dict[str, Any], backends: list[str]) -> None:
+    """The load targets of `backends` (the phases up to the stock Agent's saturation) and every fault's, printed."""
+    for backend in backends:
+        report[f"stock_saturates_at_{backend}"] = top = saturation(runs := report["runs"][backend])
+        measured = [run for run in runs if top is None or run["users_per_agent"] <= top]
+        fresh = [row for run in measured for row in evaluate(report, "load", run, backend)]
+        report["targets"] = [t for t in report["targets"] if t["backend"] != backend] + fresh
+    report["targets"].sort(key=lambda t: list(report["runs"]).index(t["backend"]))
+    report["fault_targets"] = [row for name, run in report["faults"].items() for row in evaluate(report, name, run)]
+    print("\nTargets:")
+    for t in [*report["targets"], *report["fault_targets"]]:
+        print(f"{'PASS' if t['holds'] else 'FAIL'}  {t['backend']} N={t['users']} {t['name']}: ", end="")
+        print(f"{t['measured']} (target {t['limit']})")
 
 
-def fault_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each fault's PASS/FAIL rows: what the issue's faults promise, from the fault runs' reports."""
-    rows = []
-    for name, run in report["faults"].items():
-        # A fault kept from an earlier run is scored with the users and places it ran with.
-        users = run.get("users_per_agent", report["fault_users"])
-        places = 2 * (run.get("max_background_folds") or report["fault_max_background_folds"])
-        if "error" in run:
-            rows.append(_target("postgres", users, f"{name}: the fault ran", run["error"], "completes", False))
-            continue
-        ours, stock = run["agents"]["summarizing"], run["agents"]["stock"]
-        # Only the database outage and the killed worker fail turns; the summary faults leave every turn running.
-        window = run.get("failed_turns_in_fault") if name in ("pg_restart", "worker_kill") else None
-        outside = window["stock_outside"] + window["summarizing_outside"] if window else None
-        failed = stock["failed_turns"] + ours["failed_turns"] if outside is None else outside
-        where = "failed turns, both agents" if outside is None else "failed turns outside the fault, both agents"
-        rows += [
-            _target("postgres", users, f"{name}: {where}", failed, "0", failed == 0),
-            _target(
-                "postgres",
-                users,
-                f"{name}: turns that waited for a summary call",
-                ours["turns_waited"],
-                "0",
-                ours["turns_waited"] == 0,
-            ),
-            _target(
-                "postgres",
-                users,
-                f"{name}: lost or doubled folds (audit problems)",
-                len(run["audit"]["problems"]),
-                "0",
-                run["audit"]["holds"],
-            ),
-        ]
-        if name == "summary_outage":
-            rows.append(
-                _target(
-                    "postgres",
-                    users,
-                    f"{name}: summary calls within the back-off after a failed one, any worker",
-                    ours["retried_within_backoff"],
-                    "0",
-                    ours["retried_within_backoff"] == 0,
-                )
-            )
-        if name in ("summary_outage", "rejected_saves"):
-            most = report.get("max_folds_per_turn", DEFAULT_MAX_FOLDS_PER_TURN)
-            rows += [
-                _target(
-                    "postgres",
-                    users,
-                    f"{name}: most folds in one catch-up, the catch-up included",
-                    ours["most_calls_in_one_fold"],
-                    f"<= Max Folds per Turn ({most})",
-                    ours["most_calls_in_one_fold"] <= most,
-                ),
-            ]
-        if name == "rejected_saves" and (rejected := run.get("rejected_saves")):
-            rows.append(
-                _target(
-                    "postgres",
-                    users,
-                    f"{name}: summary calls within the back-off after a rejected save, any worker",
-                    f"{rejected['retried_within_backoff']} after {rejected['folds']} rejected saves",
-                    "0, after at least 1",
-                    rejected["folds"] >= 1 and rejected["retried_within_backoff"] == 0,
-                )
-            )
-        if name == "slow_summary":
-            # One fold per session at a time: a fold waits at most for the sessions ahead of it, a call each.
-            slow = report.get("slow_summary_seconds", 30.0)
-            bound = -(-users // places) * slow
-            wait = ours["fold_queue_wait_max_seconds"]
-            settled = next((e["waited_seconds"] for e in run["events"] if e["event"] == "folds settled"), None)
-            rows += [
-                _target(
-                    "postgres",
-                    users,
-                    f"{name}: fold queue wait, max",
-                    wait,
-                    f"<= {users} sessions over {places} places x {slow:g} s = {bound:g} s",
-                    wait is not None and wait <= bound,
-                ),
-                _target(
-                    "postgres",
-                    users,
-                    f"{name}: seconds until the folds settled after the last turn",
-                    settled,
-                    f"< {SETTLE_TIMEOUT_SECONDS:g} s",
-                    settled is not None and settled < SETTLE_TIMEOUT_SECONDS,
-                ),
-            ]
-        # A fault the sessions must outlast with their summaries; the outage's catch-up is its row above.
-        if name == "worker_kill" and (across := run.get("sessions_folding_across_fault")):
-            rows.append(
-                _target(
-                    "postgres",
-                    users,
-                    f"{name}: sessions that folded before the fault and fold on after it",
-                    f"{across['before_and_after']} of {across['before']}",
-                    "all, at least 1",
-                    across["before"] >= 1 and across["before_and_after"] == across["before"],
-                )
-            )
-        if name == "worker_kill" and (killed := run.get("killed_fold")):
-            rows.append(
-                _target(
-                    "postgres",
-                    users,
-                    f"{name}: messages of the killed fold folded by a later fold",
-                    f"{killed['folded_since']} of {killed['messages']}",
-                    "all, at least 1",
-                    killed["messages"] >= 1 and killed["folded_since"] == killed["messages"],
-                )
-            )
-        if name == "pg_restart" and (across := run.get("sessions_folding_across_fault")):
-            chatting = across.get("chatting_after", across["before"])
-            folded = across.get("chatting_after_and_folded", across["before_and_after"])
-            rows.append(
-                _target(
-                    "postgres",
-                    users,
-                    f"{name}: sessions that folded before the fault and, chatting again after it "
-                    f"({DEFAULT_FOLD_BATCH}+ answered turns), folded on",
-                    f"{folded} of {chatting}; {across['before_and_after']} of all {across['before']} folded before",
-                    "all, at least 1",
-                    chatting >= 1 and folded == chatting,
-                )
-            )
-    return rows
+# The benchmark
 
 
-def _target(backend: str, n: int, name: str, measured: Any, limit: str, holds: bool) -> dict[str, Any]:
-    return {"backend": backend, "users": n, "name": name, "measured": measured, "limit": limit, "holds": bool(holds)}
+NUMBERS = {
+    "phase_seconds": 120.0,  # each load phase
+    "think_seconds": 2.0,  # the mean pause between a reply and the next message
+    "max_turns_per_user": 60,
+    "n_messages": 10,  # Number of Chat History Messages, both agents
+    "message_words": 150,  # each message, user and model
+    "agent_seconds": 0.3,
+    "summary_seconds": 2.0,
+    "max_background_folds": 0,  # SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS of the server (0: its default)
+    "fault_users": 3,
+    "fault_max_background_folds": 1,  # the same, of the faults' server
+    "fault_seconds": 70.0,
+    "fault_at_seconds": 30.0,
+    "outage_seconds": 5.0,  # PostgreSQL down this long
+    "restart_at_seconds": 60.0,  # PostgreSQL stopped this far in
+    "restart_recovery_seconds": 150.0,  # the phase goes on after it (turns in flight hang up to the 90 s timeout)
+    "summary_outage_seconds": 60.0,
+    "recovery_seconds": 50.0,
+    "slow_summary_seconds": 30.0,
+}
+"""The numeric options (`--phase-seconds` and so on), all written to load.json."""
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    def names(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
+        def parse(text: str) -> list[str]:
+            chosen = list(choices) if text == "all" else [x for x in text.split(",") if x.strip() and text != "none"]
+            if unknown := set(chosen) - set(choices):
+                raise argparse.ArgumentTypeError(f"unknown: {sorted(unknown)}; choose from {choices}, all or none")
+            return chosen
+
+        return parse
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n")[0])
+    add = parser.add_argument
+    add("--backends", type=names(BACKENDS), default=list(BACKENDS))
+    add("--users", type=lambda text: [int(x) for x in text.split(",") if x.strip()], default=[1, 2, 4, 6, 8, 10])
+    for option, default in NUMBERS.items():
+        add(f"--{option.replace('_', '-')}", type=type(default), default=default)
+    add("--faults", type=names(FAULTS), default=list(FAULTS))
+    add("--out", type=Path, default=Path("benchmarks/results"))
+    add("--keep-records", type=Path, help="copy each phase's model calls and turns and the servers' logs here")
+    add("--server", nargs=3, metavar=("URL", "DATABASE_URL", "PID"), help="a running server's load phases only")
+    add("--rescore", type=Path, nargs="+", help="recompute the targets of saved load.json files, and exit")
+    return parser.parse_args(argv)
+
+
+def with_earlier_parts(report: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The parts of the saved results this run did not measure stay, each with the command and commit it was
+    measured at: the load phases (and targets) of a backend not run, and the faults not run."""
+    measured = {k: report[k] for k in ("command", "commit", "max_background_folds")}
+    report["runs_measured"] = {backend: measured for backend in report["runs"]}
+    if report["faults"]:
+        report.update(faults_command=report["command"], faults_commit=report["commit"])
+    earlier = json.loads(path.read_text()) if path.exists() else {"runs": {}, "faults": {}}
+    for backend in (b for b in earlier["runs"] if b not in report["runs"]):
+        report["runs"][backend] = earlier["runs"][backend]
+        report["runs_measured"][backend] = earlier["runs_measured"][backend]
+        report[f"stock_saturates_at_{backend}"] = earlier.get(f"stock_saturates_at_{backend}")
+        report["targets"] += [t for t in earlier["targets"] if t["backend"] == backend]
+    for part in ("runs", "runs_measured"):
+        report[part] = {b: report[part][b] for b in BACKENDS if b in report[part]}
+    kept = ["faults", "faults_command", "faults_commit", "faults_rescored", "fault_server_logs", "fault_users"]
+    kept += ["fault_max_background_folds", "slow_summary_seconds"]
+    if not report["faults"]:
+        report |= {k: earlier[k] for k in kept if k in earlier}
+    for name, fault in earlier["faults"].items():
+        # Some faults re-run: the others keep their saved results, each with the commit and places it ran with.
+        at = {"commit": earlier.get("faults_commit", earlier.get("commit"))}
+        report["faults"].setdefault(
+            name, {**at, "max_background_folds": earlier.get("fault_max_background_folds"), **fault}
+        )
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    command = shlex.join(["python", "-m", "benchmarks.load", *(sys.argv[1:] if argv is None else argv)])
+    for path in args.rescore or []:  # saved results, their saturation points and targets from their runs, and exit
+        rescored, saved_report = {"command": command, "commit": commit()}, json.loads(path.read_text())
+        for part in saved_report.get("runs_measured", {}).values():
+            part["rescored"] = rescored
+        saved_report |= {"faults_rescored": rescored} if saved_report.get("faults") else {}
+        scored(saved_report, list(saved_report["runs"]))
+        path.write_text(json.dumps(saved_report, indent=1) + "\n")
+    if args.rescore:
+        return 0
+    report: dict[str, Any] = {"command": command, "commit": commit(), "cpus": os.cpu_count(), "runs": {}, "faults": {}}
+    report |= {k: getattr(args, k) for k in NUMBERS} | {"max_folds_per_turn": DEFAULT_MAX_FOLDS_PER_TURN, "targets": []}
+    report["max_background_folds"] = args.max_background_folds or DEFAULT_MAX_RUNNING
+    report["fault_max_background_folds"] = places = args.fault_max_background_folds or DEFAULT_MAX_RUNNING
+    report["fault_server_logs"] = FAULT_SERVER_LOGS
+    with tempfile.TemporaryDirectory(prefix="summarizing-agent-load-") as temporary:
+        work_dir = Path(temporary)
+        os.chmod(work_dir, 0o777)  # the PostgreSQL server runs as its own user
+        if args.server:  # a running server (of tests.support.server_fixtures): its backend's load phases only
+            server = LangflowServer(base_url=args.server[0], database_url=args.server[1], log_path=work_dir / "log")
+            server.pid, backend = int(args.server[2]), "sqlite" if args.server[1].startswith("sqlite") else "postgres"
+            engine = sa.create_engine(args.server[1], poolclass=sa.pool.NullPool)
+            report["runs"][backend] = load_phases(server, engine, backend, work_dir, args)
+        for backend in [] if args.server else args.backends:
+            with own_postgres() if backend == "postgres" else nullcontext() as pg:
+                if args.users:
+                    with langflow_server(backend, work_dir / backend, pg, args.max_background_folds) as (server, db):
+                        report["runs"][backend] = load_phases(server, db, backend, work_dir, args)
+                # The faults' server has fewer places for folds after the reply: with the few sessions this machine
+                # serves, more sessions fold at once than there are places, as with many more sessions.
+                if pg is not None and args.faults:
+                    with langflow_server(backend, work_dir / "faults", pg, places, FAULT_SERVER_LOGS) as (server, db):
+                        for name in args.faults:
+                            try:
+                                phase = fault_phase(name, args, server, db, pg, work_dir / "faults")
+                                found = run_phase(server, db, phase, args)
+                                report["faults"][name] = {**found, "commit": commit(), "max_background_folds": places}
+                            except Exception as exc:  # noqa: BLE001 - a fault that did not run is reported
+                                print(f"{name}: did not complete: {type(exc).__name__}: {exc}", flush=True)
+                                report["faults"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+        for path in (p for pattern in ("*-calls.jsonl", "*-turns.jsonl", "*.log") for p in work_dir.rglob(pattern)):
+            if args.keep_records:
+                (args.keep_records / path.relative_to(work_dir)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, args.keep_records / path.relative_to(work_dir))
+    measured_backends = list(report["runs"])
+    report = with_earlier_parts(report, args.out / "load.json")
+    scored(report, measured_backends)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "load.json").write_text(json.dumps(report, indent=1) + "\n")
+    if report["runs"]:
+        plot(report, args.out / "load.png")
+    audits = [run["audit"] for runs in report["runs"].values() for run in runs]
+    broken = [a["problems"][:3] for a in audits + [f["audit"] for f in report["faults"].values() if "audit" in f]]
+    broken = [problems for problems in broken if problems]
+    print(f"\nWrote {args.out / 'load.json'} and load.png" + (f"\nAUDIT FAILED: {broken}" if broken else ""))
+    return 1 if broken else 0
+
+
+def load_phases(server: LangflowServer, engine: sa.Engine, backend: str, work_dir: Path, args: Any) -> list[dict]:
+    phases = [Phase(f"{backend}-n{n}", backend, n, args.phase_seconds, work_dir / backend) for n in args.users]
+    return [run_phase(server, engine, phase, args) for phase in phases]
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -1359,290 +834,19 @@ def plot(report: dict[str, Any], path: Path) -> None:
     figure, axis = plt.subplots(figsize=(8, 4.5))
     for backend, runs in report["runs"].items():
         for agent, style in (("stock", "--"), ("summarizing", "-")):
-            xs = [r["users_per_agent"] for r in runs]
-            ys = [r["agents"][agent]["p95_seconds"] for r in runs]
+            xs, ys = [r["users_per_agent"] for r in runs], [r["agents"][agent]["p95_seconds"] for r in runs]
             axis.plot(xs, ys, style, marker="o", label=f"{agent}, {backend}")
-    axis.set_xlabel("concurrent users per agent (N)")
-    axis.set_ylabel("p95 turn time (s)")
-    axis.set_title(
-        f"p95 turn time against N: agent calls {report['agent_seconds']:g} s, summary calls "
-        f"{report['summary_seconds']:g} s"
+    title = f"p95 turn time against N: agent calls {report['agent_seconds']:g} s, summary calls"
+    axis.set(
+        xlabel="concurrent users per agent (N)",
+        ylabel="p95 turn time (s)",
+        title=f"{title} {report['summary_seconds']:g} s",
     )
     axis.legend()
     axis.grid(alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    def numbers(text: str) -> list[int]:
-        return [int(x) for x in text.split(",") if x.strip()]
-
-    def names(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
-        def parse(text: str) -> list[str]:
-            if text == "all":
-                return list(choices)
-            chosen = [] if text == "none" else [x.strip() for x in text.split(",") if x.strip()]
-            unknown = set(chosen) - set(choices)
-            if unknown:
-                msg = f"unknown: {', '.join(sorted(unknown))}; choose from {', '.join(choices)}, all or none"
-                raise argparse.ArgumentTypeError(msg)
-            return chosen
-
-        return parse
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n")[0])
-    parser.add_argument("--backends", type=names(BACKENDS), default=list(BACKENDS))
-    parser.add_argument("--users", type=numbers, default=[1, 2, 4, 6, 8, 10], help="N, concurrent users per agent")
-    parser.add_argument("--phase-seconds", type=float, default=120.0, help="length of each load phase")
-    parser.add_argument("--think-seconds", type=float, default=2.0, help="mean pause between a reply and the next")
-    parser.add_argument("--max-turns-per-user", type=int, default=60)
-    parser.add_argument(
-        "--n-messages", type=int, default=N_MESSAGES, help="Number of Chat History Messages, both agents"
-    )
-    parser.add_argument("--message-words", type=int, default=150, help="words of each message, user and model")
-    parser.add_argument("--agent-seconds", type=float, default=0.3)
-    parser.add_argument("--summary-seconds", type=float, default=2.0)
-    parser.add_argument(
-        "--max-background-folds",
-        type=int,
-        default=0,
-        help=f"{MAX_RUNNING_ENV} for the server (0: its default, {DEFAULT_MAX_RUNNING})",
-    )
-    parser.add_argument("--faults", type=names(FAULTS), default=list(FAULTS))
-    parser.add_argument("--fault-users", type=int, default=3)
-    parser.add_argument(
-        "--fault-max-background-folds",
-        type=int,
-        default=1,
-        help=f"{MAX_RUNNING_ENV} for the server of the faults (0: its default, {DEFAULT_MAX_RUNNING})",
-    )
-    parser.add_argument("--fault-seconds", type=float, default=70.0)
-    parser.add_argument("--fault-at-seconds", type=float, default=30.0)
-    parser.add_argument("--outage-seconds", type=float, default=5.0, help="PostgreSQL down this long")
-    parser.add_argument("--restart-at-seconds", type=float, default=60.0, help="PostgreSQL stopped this far in")
-    parser.add_argument(
-        "--restart-recovery-seconds",
-        type=float,
-        default=150.0,
-        help="the phase goes on this long after PostgreSQL is back (turns in flight at the restart hang up to the "
-        "client's 90 s timeout, for both agents)",
-    )
-    parser.add_argument("--summary-outage-seconds", type=float, default=60.0)
-    parser.add_argument("--recovery-seconds", type=float, default=50.0)
-    parser.add_argument("--slow-summary-seconds", type=float, default=30.0)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    parser.add_argument(
-        "--keep-records",
-        type=Path,
-        default=None,
-        help="copy each phase's model calls and turns (*-calls.jsonl, *-turns.jsonl) and the servers' logs here",
-    )
-    parser.add_argument(
-        "--rescore",
-        type=Path,
-        default=None,
-        help="recompute the saturation point and the targets of a saved load.json from its runs, and exit",
-    )
-    return parser.parse_args(argv)
-
-
-def rescore(path: Path) -> int:
-    """The saturation points and targets of saved results, from their runs, with this version's rules."""
-    report = json.loads(path.read_text())
-    rescored = {"command": f"python -m benchmarks.load --rescore {path}", "commit": commit()}
-    report["targets"] = []
-    for backend, runs in report["runs"].items():
-        report.setdefault("runs_measured", {}).setdefault(
-            backend, {"command": report["command"], "commit": report["commit"]}
-        )["rescored"] = rescored
-        report[f"stock_saturates_at_{backend}"] = saturation(runs)
-        report["targets"] += targets(backend, runs)
-    if report.get("faults"):
-        report["faults_rescored"] = rescored
-    report["fault_targets"] = fault_targets(report) if report.get("faults") else []
-    path.write_text(json.dumps(report, indent=1) + "\n")
-    print(report_text(report))
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.rescore is not None:
-        return rescore(args.rescore)
-    report: dict[str, Any] = {
-        "command": shlex.join(["python", "-m", "benchmarks.load", *(sys.argv[1:] if argv is None else argv)]),
-        "commit": commit(),
-        "cpus": os.cpu_count(),
-        "agent_seconds": args.agent_seconds,
-        "summary_seconds": args.summary_seconds,
-        "think_seconds": args.think_seconds,
-        "phase_seconds": args.phase_seconds,
-        "message_words": args.message_words,
-        "n_messages": args.n_messages,
-        "max_background_folds": args.max_background_folds or DEFAULT_MAX_RUNNING,
-        "max_folds_per_turn": DEFAULT_MAX_FOLDS_PER_TURN,
-        "fault_users": args.fault_users,
-        "fault_max_background_folds": args.fault_max_background_folds or DEFAULT_MAX_RUNNING,
-        "slow_summary_seconds": args.slow_summary_seconds,
-        "fault_server_logs": FAULT_SERVER_LOGS,
-        "runs": {},
-        "faults": {},
-        "targets": [],
-    }
-    with tempfile.TemporaryDirectory(prefix="summarizing-agent-load-") as temporary:
-        work_dir = Path(temporary)
-        os.chmod(work_dir, 0o777)
-        for backend in args.backends:
-            pg_context = own_postgres() if backend == "postgres" else _no_postgres()
-            with pg_context as pg:
-                if args.users:
-                    with (
-                        langflow_server(
-                            backend,
-                            work_dir / backend,
-                            pg,
-                            max_background_folds=args.max_background_folds,
-                        ) as server,
-                        database_engine(server) as engine,
-                    ):
-                        runs = load_runs(server, engine, work_dir / backend, args, backend)
-                    report["runs"][backend] = runs
-                    report["targets"] += targets(backend, runs)
-                    report[f"stock_saturates_at_{backend}"] = saturation(runs)
-                if backend == "postgres" and args.faults:
-                    # A server of its own, with fewer places for folds after the reply: with the few sessions this
-                    # machine serves, more sessions fold at once than there are places, as with many more sessions
-                    # and the default.
-                    with (
-                        langflow_server(
-                            backend,
-                            work_dir / "faults",
-                            pg,
-                            max_background_folds=args.fault_max_background_folds,
-                            migrated=bool(args.users),
-                            logs=FAULT_SERVER_LOGS,
-                        ) as server,
-                        database_engine(server) as engine,
-                    ):
-                        report["faults"] = fault_runs(server, engine, work_dir / "faults", args, pg)
-        if args.keep_records is not None:
-            keep_records(work_dir, args.keep_records)
-    report = with_earlier_parts(report, args)
-    report["fault_targets"] = fault_targets(report) if report["faults"] else []
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "load.json").write_text(json.dumps(report, indent=1) + "\n")
-    if report["runs"]:
-        plot(report, args.out / "load.png")
-    print(report_text(report))
-    print(f"\nWrote {args.out / 'load.json'} and {args.out / 'load.png'}")
-    audits = [r["audit"] for runs in report["runs"].values() for r in runs] + [
-        f["audit"] for f in report["faults"].values() if "audit" in f
-    ]
-    broken = [a for a in audits if not a["holds"]]
-    if broken:
-        print(f"AUDIT FAILED in {len(broken)} run(s): " + " | ".join("; ".join(a["problems"][:3]) for a in broken))
-        return 1
-    return 0
-
-
-def keep_records(work_dir: Path, to: Path) -> None:
-    """The model calls and the turns of every phase and the servers' logs, kept to read a run again."""
-    for path in [*work_dir.rglob("*-calls.jsonl"), *work_dir.rglob("*-turns.jsonl"), *work_dir.rglob("*.log")]:
-        target = to / path.relative_to(work_dir)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
-    print(f"Kept the model calls and server logs in {to}", flush=True)
-
-
-FAULT_KEYS = (
-    "faults_command",
-    "faults_commit",
-    "fault_users",
-    "fault_max_background_folds",
-    "slow_summary_seconds",
-    "fault_server_logs",
-    "faults",
-)
-
-
-def with_earlier_parts(report: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """The parts of the saved results file this run did not measure stay, each with the command and commit it was
-    measured at: the load phases of a backend not run (`--backends`, `--users ""`) and the faults not run
-    (`--faults`, or a run without PostgreSQL)."""
-    measured = {"command": report["command"], "commit": report["commit"]}
-    report = {
-        **report,
-        "runs_measured": {
-            backend: {**measured, "max_background_folds": report["max_background_folds"]} for backend in report["runs"]
-        },
-    }
-    if report["faults"]:
-        report.update(faults_command=report["command"], faults_commit=report["commit"])
-    path = args.out / "load.json"
-    if not path.exists():
-        return report
-    earlier = json.loads(path.read_text())
-    earlier_measured = earlier.get("runs_measured") or {
-        backend: {
-            "command": earlier["command"],
-            "commit": earlier["commit"],
-            "max_background_folds": earlier.get("max_background_folds"),
-            **({"rescored": earlier["rescored"]} if "rescored" in earlier else {}),
-        }
-        for backend in earlier.get("runs", {})
-    }
-    merged = {key: value for key, value in report.items() if key != "rescored"}
-    kept = [b for b in earlier.get("runs", {}) if b not in report["runs"]]
-    if kept:
-        runs = {**report["runs"], **{b: earlier["runs"][b] for b in kept}}
-        merged["runs"] = {b: runs[b] for b in BACKENDS if b in runs}
-        merged["runs_measured"] = {b: report["runs_measured"].get(b) or earlier_measured[b] for b in merged["runs"]}
-        every = [*(t for t in earlier.get("targets", []) if t["backend"] in kept), *report["targets"]]
-        merged["targets"] = [t for b in merged["runs"] for t in every if t["backend"] == b]
-        for backend in kept:
-            merged[f"stock_saturates_at_{backend}"] = earlier.get(f"stock_saturates_at_{backend}")
-    earlier.setdefault("faults_command", earlier.get("command"))
-    earlier.setdefault("faults_commit", earlier.get("commit"))
-    if not report["faults"]:
-        merged.update({key: earlier[key] for key in FAULT_KEYS if key in earlier})
-    else:
-        # Some faults re-run: the others keep their saved results, each with the commit and places it ran with.
-        for name, fault in earlier.get("faults", {}).items():
-            merged["faults"].setdefault(
-                name,
-                {
-                    "commit": earlier["faults_commit"],
-                    "max_background_folds": earlier.get("fault_max_background_folds"),
-                    **fault,
-                },
-            )
-    return merged
-
-
-@contextmanager
-def database_engine(server: LangflowServer) -> Iterator[sa.Engine]:
-    engine = sa.create_engine(server.database_url, poolclass=sa.pool.NullPool)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
-
-
-@contextmanager
-def _no_postgres() -> Iterator[None]:
-    yield None
-
-
-def report_text(report: dict[str, Any]) -> str:
-    lines = ["", "Targets:"]
-    for t in [*report["targets"], *report.get("fault_targets", [])]:
-        lines.append(
-            f"{'PASS' if t['holds'] else 'FAIL'}  {t['backend']} N={t['users']} {t['name']}: "
-            f"{t['measured']} (target {t['limit']})"
-        )
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,10 @@
-"""The load benchmark's offline model, run inside the Langflow server: set latencies, faults from a control file.
-
-A flow carries this module's source in its model node's `code` and the server execs it, so the module is
-self-contained: lfx, LangChain, pydantic and the standard library only, builtin types in model fields.
-
-Every message the benchmark sends carries a marker `#<session>-u<n>#` (a user message) and the model's reply echoes
-it as `#<session>-a<n>#`, so a call names the session it belongs to and a fold names the messages it folds. Agent
-calls sleep `agent_seconds`. Summary calls (their system message is the fold prompt's) sleep `summary_seconds` and
-answer with a summary that lists the marker of every message folded along the chain of saved summaries, one line
-each and nothing else on it: the audit reads it back from the database. The control file, a JSON object rewritten by
-the benchmark while the server runs, overrides `summary_seconds` and makes summary calls fail (`"fail_summary":
-true`), so faults start and end without touching the server.
-
-Each call appends one JSON line to `record_path` when it starts and one when it ends: the worker's pid, the kind
-("agent" or "summary"), the session, the markers of the previous summary and of the folded messages, wall-clock
-times, and whether it failed.
+"""The load benchmark's offline model, run inside the Langflow server (the flow carries this module's source, so it
+is self-contained). Every message carries a marker `#<session>-u<n>#`, and a reply echoes it as `#<session>-a<n>#`.
+Agent calls sleep `agent_seconds`. Summary calls (the fold prompt's) sleep `summary_seconds` and answer with the
+marker of every message folded along the chain of saved summaries, one a line, for the audit. A JSON control file,
+rewritten by the benchmark while the server runs, overrides `summary_seconds` and fails them (`"fail_summary"`).
+Each call appends a JSON line to `record_path` when it starts and when it ends: pid, kind ("agent" or "summary"),
+session, the markers of the previous summary and of the folded messages, times, failure.
 """
 
 from __future__ import annotations
@@ -23,6 +14,7 @@ import json
 import os
 import re
 import time
+from contextlib import suppress
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
@@ -33,15 +25,6 @@ from lfx.io import FloatInput, MessageTextInput, Output
 
 FOLD_PROMPT_START = "You maintain the memory of a long conversation"
 MARKER = re.compile(r"#(s\d+)-([ua])(\d+)#")
-SUMMARY_FAILURE = "summary provider unavailable (load benchmark outage)"
-
-
-def is_fold_prompt(messages: list) -> bool:
-    return (
-        bool(messages)
-        and isinstance(messages[0], SystemMessage)
-        and str(messages[0].content).startswith(FOLD_PROMPT_START)
-    )
 
 
 def markers(text: str) -> list:
@@ -49,13 +32,9 @@ def markers(text: str) -> list:
 
 
 def read_control(path: str) -> dict:
-    if not path:
-        return {}
-    try:
-        with open(path, encoding="utf-8") as control:
-            return json.load(control)
-    except (OSError, ValueError):
-        return {}
+    with suppress(OSError, ValueError), open(path, encoding="utf-8") as control:
+        return json.load(control)
+    return {}
 
 
 class LoadChatModel(BaseChatModel):
@@ -73,47 +52,36 @@ class LoadChatModel(BaseChatModel):
         return self
 
     def _record(self, record: dict) -> None:
-        if self.record_path:
-            with open(self.record_path, "a", encoding="utf-8") as records:
-                records.write(json.dumps(record) + "\n")
+        with open(self.record_path, "a", encoding="utf-8") as records:
+            records.write(json.dumps(record) + "\n")
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):
         msg = "the load benchmark model answers asynchronously only"
         raise NotImplementedError(msg)
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
-        fold = is_fold_prompt(messages)
-        data = str(messages[-1].content)
+        fold = isinstance(messages[0], SystemMessage) and str(messages[0].content).startswith(FOLD_PROMPT_START)
         if fold:
-            before, _, conversation = data.rpartition("New messages:\n<conversation>")
+            before, _, conversation = str(messages[-1].content).rpartition("New messages:\n<conversation>")
             previous, folded = markers(before), markers(conversation)
-            session = folded[0].split("-")[0] if folded else ""
         else:
             questions = [str(m.content) for m in messages if isinstance(m, HumanMessage)]
-            asked = markers(questions[-1]) if questions else []
-            previous, folded = [], asked
-            session = asked[0].split("-")[0] if asked else ""
-        record = {
-            "pid": os.getpid(),
-            "kind": "summary" if fold else "agent",
-            "session": session,
-            "previous": previous,
-            "folded": folded,
-            "start": time.time(),
-        }
+            previous, folded = [], markers(questions[-1]) if questions else []
+        session = folded[0].split("-")[0] if folded else ""
+        record = {"pid": os.getpid(), "kind": "summary" if fold else "agent", "session": session}
+        record.update(previous=previous, folded=folded, start=time.time())
         self._record({**record, "event": "start"})
         failed = False
         try:
             if fold:
                 control = read_control(self.control_path)
                 await asyncio.sleep(float(control.get("summary_seconds", self.summary_seconds)))
-                if control.get("fail_summary"):
-                    failed = True
-                    raise RuntimeError(SUMMARY_FAILURE)
-                # One word a line: a session's whole list stays within the default Summary Word Budget (300), which
-                # clips a longer summary.
-                lines = [f"#{marker}#" for marker in previous + folded]
-                text = "```json\n" + json.dumps({"pinned": {}, "summary": "\n".join(lines)}) + "\n```"
+                failed = bool(control.get("fail_summary"))
+                if failed:
+                    raise RuntimeError("summary provider unavailable (load benchmark outage)")
+                # One marker a line: a session's whole list stays within the default Summary Word Budget (300).
+                summary = "\n".join(f"#{marker}#" for marker in previous + folded)
+                text = "```json\n" + json.dumps({"pinned": {}, "summary": summary}) + "\n```"
             else:
                 await asyncio.sleep(self.agent_seconds)
                 tag = f"#{folded[0].replace('-u', '-a')}# " if folded else ""

@@ -178,15 +178,26 @@ LOAD_AGENT_KEYS = {
     "retried_within_backoff",
     "most_calls_in_one_fold",
 }
+LOAD_TARGETS = {
+    "p95 turn time, Summarizing",
+    "turns that waited for a summary call",
+    "failed turns, both agents",
+    "lost or doubled folds (audit problems)",
+    "RSS growth after warm-up",
+}
 
 
 @pytest.mark.server
-def test_load_benchmark_runs_both_agents_on_a_real_server_and_audits_every_session(tmp_path) -> None:
-    argv = ["--users", "2", "--phase-seconds", "25", "--think-seconds", "0.8", "--summary-seconds", "0.2"]
-    # A small window, so that the sessions of a short run on a busy machine fold.
-    argv += ["--message-words", "20", "--n-messages", "4", "--faults", "none"]
+def test_load_benchmark_runs_both_agents_on_a_real_server_and_audits_every_session(langflow_server, tmp_path) -> None:
+    # On the test session's server; the saved results in the output, so that the run keeps what it did not measure.
+    saved = json.loads((ROOT / "benchmarks" / "results" / "load.json").read_text())
+    (tmp_path / "load.json").write_text(json.dumps(saved))
+    server = [langflow_server.base_url, langflow_server.database_url, str(langflow_server.pid)]
+    argv = ["--server", *server, "--users", "2", "--phase-seconds", "12", "--think-seconds", "0.3"]
+    # A small window and short messages, so that the sessions of a short run on a busy machine fold.
+    argv += ["--summary-seconds", "0.2", "--message-words", "20", "--n-messages", "4"]
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.load", "--backends", "sqlite", *argv, "--out", str(tmp_path)],
+        [sys.executable, "-m", "benchmarks.load", *argv, "--out", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -197,14 +208,35 @@ def test_load_benchmark_runs_both_agents_on_a_real_server_and_audits_every_sessi
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((tmp_path / "load.json").read_text())
     assert (tmp_path / "load.png").read_bytes().startswith(b"\x89PNG")
-    [phase] = report["runs"]["sqlite"]
+    backend = "sqlite" if langflow_server.database_url.startswith("sqlite") else "postgres"
+    [phase] = report["runs"][backend]
     assert set(phase) >= LOAD_PHASE_KEYS
     assert set(phase["agents"]) == {"stock", "summarizing"}
     for metrics in phase["agents"].values():
         assert set(metrics) >= LOAD_AGENT_KEYS
         assert metrics["turns"] > 0
-    assert phase["agents"]["summarizing"]["summary_calls"] >= 1, "sessions grew long enough to fold"
+        assert None not in (metrics["p50_seconds"], metrics["p95_seconds"], metrics["p99_seconds"])
+    ours = phase["agents"]["summarizing"]
+    assert ours["summary_calls"] >= 1, "sessions grew long enough to fold"
+    assert ours["fold_queue_wait_p50_seconds"] is not None, "a fold after a reply waited in the queue"
+    low, high = phase["p95_ratio_interval"]
+    assert 0 < low <= high
+    assert phase["rss_growth"] is not None and phase["db_connections_max"] >= 1
     assert phase["audit"]["holds"], phase["audit"]["problems"]
     # Every session is audited, the one deleted afterwards included.
     assert (phase["audit"]["sessions"], phase["audit"]["deleted_sessions"]) == (2, 1)
-    assert {"backend", "users", "name", "measured", "limit", "holds"} <= set(report["targets"][0])
+    rows = [t for t in report["targets"] if t["backend"] == backend]
+    assert {t["name"] for t in rows} == LOAD_TARGETS
+    for t in [*report["targets"], *report["fault_targets"]]:
+        assert f"{'PASS' if t['holds'] else 'FAIL'}  {t['backend']} N={t['users']} {t['name']}" in result.stdout
+    # The other backend's load phases and the faults were not run: they stay as saved, with their rows.
+    other = next(b for b in saved["runs"] if b != backend)
+    assert (report["runs"][other], report["runs_measured"][other]) == (
+        saved["runs"][other],
+        saved["runs_measured"][other],
+    )
+    assert [t for t in report["targets"] if t["backend"] == other] == [
+        t for t in saved["targets"] if t["backend"] == other
+    ]
+    assert (report["faults"], report["fault_targets"]) == (saved["faults"], saved["fault_targets"])
+    assert report["runs_measured"][backend]["command"].startswith("python -m benchmarks.load --server")

@@ -1,7 +1,7 @@
-"""The load benchmark's audit (`benchmarks.load.audit_phase`) on a real Langflow database: it counts the messages a
-fold reads, so the error row Langflow stores for a turn that failed (as during a database restart) is no message the
-summary must name; and it fails on each rule broken: a message folded twice, a `folded_count` other than what the
-cursor covers, a version that went down, a deleted session's summary row left behind."""
+"""The load benchmark's audit (`tests.support.load_audit.audit_phase`) on a real Langflow database: it counts the
+messages a fold reads, so the error row Langflow stores for a turn that failed (as during a database restart) is no
+message the summary must name; and it fails on each rule broken: a message folded twice, a `folded_count` other than
+what the cursor covers, a version that went down, a deleted session's summary row left behind."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
-from benchmarks.load import Phase, audit_phase
 from langflow_summarizing_agent.engine.records import Cursor, Scope, Summary
 from tests.support.langflow_db import LangflowDatabase, MemoryScope, database_store
+from tests.support.load_audit import audit_phase
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 MARKERS = ["s1001-u0", "s1001-a0", "s1001-u1", "s1001-a1", "s1001-u2", "s1001-a2"]
@@ -41,12 +41,10 @@ async def folded_session(
 def audit(langflow_db: LangflowDatabase, memory_scope: MemoryScope, **options) -> dict:
     engine = sa.create_engine(langflow_db.url, poolclass=sa.pool.NullPool)
     try:
-        phase = Phase(name="audit", backend=langflow_db.backend, users=1, seconds=1.0, think_seconds=0.0)
-        phase.versions = options.pop("versions", {})
         delete = options.pop("delete", None)
-        return audit_phase(
-            engine, phase, str(memory_scope.flow_id), (lambda: delete(engine)) if delete else list, 2, **options
-        )
+        if delete:
+            options["delete"] = lambda: delete(engine)
+        return audit_phase(engine, memory_scope.flow_id, n_messages=2, **options)
     finally:
         engine.dispose()
 
@@ -169,8 +167,7 @@ async def test_the_audit_holds_when_a_failed_turn_left_an_error_row_among_the_fo
 
     engine = sa.create_engine(langflow_db.url, poolclass=sa.pool.NullPool)
     try:
-        phase = Phase(name="audit", backend=langflow_db.backend, users=1, seconds=1.0, think_seconds=0.0)
-        audit = audit_phase(engine, phase, str(scope.flow_id), n_messages=2)
+        audit = audit_phase(engine, scope.flow_id, n_messages=2)
     finally:
         engine.dispose()
     assert audit["problems"] == []

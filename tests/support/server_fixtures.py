@@ -115,7 +115,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _langflow_executable() -> str:
+def langflow_executable() -> str:
     beside_python = Path(sys.executable).with_name("langflow")
     if beside_python.exists():
         return str(beside_python)
@@ -127,7 +127,7 @@ def _langflow_executable() -> str:
     return on_path
 
 
-def _server_environment(config_dir: Path, database_url: str) -> dict[str, str]:
+def server_environment(config_dir: Path, database_url: str) -> dict[str, str]:
     # Inherited LANGFLOW_* settings (a developer's own, or an in-process fixture's) must not leak into the server.
     environment = {key: value for key, value in os.environ.items() if not key.startswith("LANGFLOW_")}
     environment.update(
@@ -184,7 +184,7 @@ def _stop_process_group(process: subprocess.Popen[bytes]) -> None:
 def _migrate_before_workers(environment: dict[str, str], log_path: Path) -> None:
     with log_path.open("wb") as log_file:
         result = subprocess.run(
-            [_langflow_executable(), "migration"],
+            [langflow_executable(), "migration"],
             env=environment,
             stdin=subprocess.DEVNULL,
             stdout=log_file,
@@ -213,7 +213,7 @@ def running_langflow_server(
     """
     config_dir = work_dir / "langflow-config"
     config_dir.mkdir(parents=True, exist_ok=True)
-    environment = {**_server_environment(config_dir, database_url), **(settings or {})}
+    environment = {**server_environment(config_dir, database_url), **(settings or {})}
     if workers > 1:
         # 1.13 wants consent to run several workers without a shared queue (Redis).
         environment["LANGFLOW_DANGEROUSLY_ALLOW_MULTI_WORKER_WITHOUT_SHARED_QUEUE"] = "true"
@@ -225,7 +225,7 @@ def running_langflow_server(
         base_url=f"http://127.0.0.1:{port}", database_url=database_url, log_path=work_dir / "langflow-server.log"
     )
     command = [
-        _langflow_executable(),
+        langflow_executable(),
         "run",
         "--host",
         "127.0.0.1",

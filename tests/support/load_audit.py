@@ -1,0 +1,181 @@
+"""The load benchmark's audit and its checks of the model's call records, shared by `benchmarks.load` and its tests.
+
+Every message the load benchmark sends carries a marker `#<session>-u<n>#`, the offline model's replies echo it as
+`#<session>-a<n>#`, and its summaries list the marker of every folded message, one a line (`benchmarks.load_model`).
+`audit_phase` reads each session back from the database; the call checks read the model's call records (dicts with
+`session`, `pid`, `kind`, `start`, `end` (None: cut off), `failed`, `previous` and `folded` markers).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import sqlalchemy as sa
+
+from langflow_summarizing_agent.engine.fold import FOLD_RETRY_BASE
+from langflow_summarizing_agent.engine.prompt import count_words
+from langflow_summarizing_agent.engine.settings import DEFAULT_FOLD_BATCH, DEFAULT_SUMMARY_WORDS
+
+MARKER = re.compile(r"#(s\d+)-([ua])(\d+)#")
+MESSAGES_SQL = (
+    "SELECT id, text FROM message WHERE flow_id = :flow_id AND session_id = :session_id "
+    # What a fold reads: not the error rows Langflow stores for a failed turn (as during a database restart).
+    "AND COALESCE(error, :no) = :no AND COALESCE(category, '') <> 'error' ORDER BY timestamp, id"
+)
+STATE_SQL = (
+    "SELECT session_id, summary, absorbed_count, covered_until_message_id, version, failed_folds "
+    "FROM session_memory_state WHERE flow_id = :flow_id"
+)
+NO_STATE_ROW: Any = SimpleNamespace(summary=None, covered_until_message_id=None, absorbed_count=0, failed_folds=0)
+"""The state a session has before its first saved fold."""
+
+
+def message_marker(text: str | None) -> str | None:
+    found = MARKER.search(text or "")
+    return f"{found.group(1)}-{found.group(2)}{found.group(3)}" if found else None
+
+
+def summary_markers(summary: str | None) -> list[str]:
+    """The markers a stored summary folds, in order."""
+    return [m for m in map(message_marker, (summary or "").splitlines()) if m]
+
+
+def flow_key(engine: sa.Engine, flow_id: Any) -> Any:
+    # SQLite stores UUIDs as 32 hex digits; Postgres has a uuid type.
+    as_uuid = uuid.UUID(str(flow_id))
+    return as_uuid.hex if engine.dialect.name == "sqlite" else as_uuid
+
+
+def audit_phase(
+    engine: sa.Engine,
+    flow_id: Any,
+    *,
+    versions: dict[str, list[tuple[int, int]]] | None = None,
+    delete: Callable[[], list[str]] = list,
+    n_messages: int = 10,
+    summary_words: int = DEFAULT_SUMMARY_WORDS,
+    chatted: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Per session of the flow, from the database: each message the cursor covers folded exactly once and in order,
+    `folded_count` the number it covers, no message older than the window left unfolded (unless the fold backs off;
+    a session that `chatted` and saved no summary counts as one with an empty summary), and the (version,
+    folded_count) pairs polled while the phase ran (`versions`) only going up. Then `delete` deletes sessions
+    (returning their ids), and none of them may keep its state row."""
+    problems: list[str] = []
+    flow, folded, waiting_total = flow_key(engine, flow_id), 0, 0
+    with engine.connect() as connection:
+        rows = {row.session_id: row for row in connection.execute(sa.text(STATE_SQL), {"flow_id": flow})}
+        sessions = {**dict.fromkeys(chatted, NO_STATE_ROW), **rows}
+        for session_id, row in sessions.items():
+            stored = connection.execute(
+                sa.text(MESSAGES_SQL), {"flow_id": flow, "session_id": session_id, "no": False}
+            ).all()
+            ids = [str(uuid.UUID(str(m.id))) for m in stored]
+            cursor = str(uuid.UUID(str(row.covered_until_message_id))) if row.covered_until_message_id else None
+            covered = [message_marker(m.text) for m in stored[: ids.index(cursor) + 1]] if cursor in ids else []
+            summary = summary_markers(row.summary)
+            say = problems.append
+            if cursor is not None and cursor not in ids:
+                say(f"{session_id}: the cursor names no stored message")
+            if len(summary) != len(set(summary)):
+                say(f"{session_id}: folded twice: {sorted({m for m in summary if summary.count(m) > 1})}")
+            if summary != covered:
+                clipped = count_words(row.summary or "") >= summary_words
+                say(
+                    f"{session_id}: the summary folds {len(summary)} messages, the cursor covers {len(covered)}; "
+                    f"first difference at {first_difference(summary, covered)}"
+                    + (f" (the summary is at the Summary Word Budget, {summary_words} words: clipped)" * clipped)
+                )
+            if row.absorbed_count != len(covered):
+                say(f"{session_id}: folded_count {row.absorbed_count}, the cursor covers {len(covered)}")
+            waiting = max(len(stored) - (n_messages - 1) - len(covered), 0)
+            if waiting >= DEFAULT_FOLD_BATCH and not row.failed_folds:
+                not_folded = "are not folded" if row is not NO_STATE_ROW else "and no summary saved"
+                say(f"{session_id}: {waiting} messages older than the window {not_folded}")
+            waiting_total, folded = waiting_total + waiting, folded + len(covered)
+            seen = (versions or {}).get(session_id, [])
+            if [v for v, _ in seen] != sorted({v for v, _ in seen}):
+                say(f"{session_id}: the version went down or was saved twice: {seen}")
+            if [c for _, c in seen] != sorted(c for _, c in seen):
+                say(f"{session_id}: a saved fold was undone: {seen}")
+    deleted = delete()
+    with engine.connect() as connection:
+        left = {row.session_id for row in connection.execute(sa.text(STATE_SQL), {"flow_id": flow})}
+    problems += [f"{s}: deleted, but its state row is still there" for s in deleted if s in left]
+    return {
+        "holds": not problems,
+        "sessions": len(sessions),
+        "deleted_sessions": len(deleted),
+        "folded_messages": folded,
+        "unfolded_older_messages": waiting_total,
+        "problems": problems[:50],
+    }
+
+
+def first_difference(a: list[Any], b: list[Any]) -> str:
+    for n, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return f"position {n} ({x} against {y})"
+    return f"position {min(len(a), len(b))} (one list ends)"
+
+
+def chain(call: dict[str, Any]) -> list[str]:
+    """What a call's summary folds: the previous summary's markers and the ones it folded."""
+    return call["previous"] + call["folded"]
+
+
+def saved(call: dict[str, Any]) -> bool:
+    return call["end"] is not None and not call["failed"]
+
+
+def most_calls_in_one_fold(summary_calls: Iterable[dict[str, Any]], saved_counts: dict[str, set[int]]) -> int:
+    """Most summary calls one fold made. A fold's first call folds on from a saved summary (its previous summary lists
+    as many messages as a state row of its session held: `saved_counts`); each next call of the fold, in the same
+    worker, folds on from the call before it. A fold queued behind the running one starts from that one's save."""
+    most, runs = 0, dict[tuple[str, int], tuple[list[str], int]]()
+    for call in summary_calls:
+        key = (call["session"], call["pid"])
+        before, count = runs.get(key, ([], 0))
+        starts = not call["previous"] or len(call["previous"]) in saved_counts.get(call["session"], set())
+        count = count + 1 if not starts and before and call["previous"] == before else 1
+        runs[key] = (chain(call) if saved(call) else [], count)
+        most = max(most, count)
+    return most
+
+
+def retried_within_backoff(summary_calls: list[dict[str, Any]]) -> int:
+    """Summary calls that started less than the first back-off after a failed call of the same session, in any
+    worker: the back-off did not hold."""
+    base = FOLD_RETRY_BASE.total_seconds()
+    return sum(
+        1
+        for failed in summary_calls
+        if failed["failed"] and failed["end"] is not None
+        if any(
+            c["session"] == failed["session"] and failed["end"] < c["start"] < failed["end"] + base
+            for c in summary_calls
+        )
+    )
+
+
+def rejected_saves(
+    summary_calls: list[dict[str, Any]], start: float, end: float, margin: float = 2.0
+) -> dict[str, int]:
+    """The folds whose save the database rejected between `start` and `end` (the last call of a fold that ended then:
+    no call folded on from it), and the summary calls of the same session that started within the first back-off
+    after one, in any worker, not folding on from it: a retry the back-off should have held."""
+    base = FOLD_RETRY_BASE.total_seconds()
+    folds = early = 0
+    for last in summary_calls:
+        if not saved(last) or not start <= last["end"] <= end - margin:
+            continue
+        later = [c for c in summary_calls if c["session"] == last["session"] and c["start"] > last["end"]]
+        if any(c["previous"] == chain(last) for c in later):
+            continue  # the same fold's next batch: the save comes after it
+        folds += 1
+        early += sum(1 for c in later if c["start"] < last["end"] + base)
+    return {"folds": folds, "retried_within_backoff": early}
