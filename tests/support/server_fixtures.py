@@ -282,5 +282,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "langflow_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.server)
             item.add_marker(pytest.mark.shared_server)
+            # Under pytest-xdist (`--dist loadgroup`) one worker runs every test on the shared server: it starts once.
+            item.add_marker(pytest.mark.xdist_group("langflow_server"))
             if backend == "postgres":
                 item.add_marker(pytest.mark.postgres)
