@@ -440,3 +440,25 @@ async def test_the_fold_lock_holds_across_worker_processes_on_postgres_and_withi
         assert in_another_worker is (langflow_db.backend != "postgres")
     async with store.fold_lock() as after_release:
         assert after_release
+
+
+@pytest.mark.parametrize("langflow_db", ["postgres"], indirect=True)
+async def test_a_session_wide_read_waits_for_the_sessions_fold_running_in_another_worker(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope
+) -> None:
+    # Another worker (locks of its own, a connection of its own) folds one context of the session.
+    another_worker = memory_scope.store(locks=HeldScopes(), context_id="ctx")
+    other_session = MemoryScope.new()
+
+    async def ended(scope: MemoryScope, seconds: float) -> bool:
+        return await sm.session_folds_ended(flow_id=scope.flow_id, session_id=scope.session_id, timeout_seconds=seconds)
+
+    assert await ended(memory_scope, 0.2)
+    async with another_worker.fold_lock() as held:
+        assert held
+        assert not await ended(memory_scope, 0.2)
+        assert await ended(other_session, 0.2)
+        waiting = asyncio.create_task(ended(memory_scope, 30))
+        await asyncio.sleep(0.5)
+        assert not waiting.done()
+    assert await waiting

@@ -62,6 +62,8 @@ _Owned = tuple[UUID, Any]
 """A resolved (flow_id, user_id); the owner is None in a session-wide call that names none (every owner)."""
 
 _ADVISORY_NAMESPACE = b"langflow_summarizing_agent.fold"
+_LOCK_NOT_AVAILABLE = "55P03"
+"""PostgreSQL's SQLSTATE for a lock wait that passed `lock_timeout`."""
 
 _UNRESOLVED: Any = object()
 
@@ -193,7 +195,12 @@ class DatabaseStore:
             async with session_scope() as session:
                 # Held until this transaction ends, however the fold ends: no unlock to forget.
                 statement = select(func.pg_try_advisory_xact_lock(_advisory_key(key)))
-                yield bool((await session.exec(statement)).one())
+                held = bool((await session.exec(statement)).one())
+                if held:
+                    # Shared by every running fold of the session, in any worker: `session_folds_ended` waits on it.
+                    session_key = _session_key(self.scope.flow_id, self.scope.session_id)
+                    await session.exec(select(func.pg_advisory_xact_lock_shared(session_key)))
+                yield held
 
     def _resolved(self) -> _Owned | None:
         """The scope's trusted (flow, owner), resolved on first use; None to answer "nothing"."""
@@ -220,6 +227,32 @@ async def session_summaries(*, flow_id: Id, session_id: str, context_id: str | N
     if owned is None or not session_id:
         return []
     return await _on_rows(lambda rows: rows.summaries(owned[0], session_id, context_id))
+
+
+async def session_folds_ended(*, flow_id: Id, session_id: str, timeout_seconds: float) -> bool:
+    """Wait up to `timeout_seconds` for the session's folds running in any worker; False when one still runs.
+
+    On PostgreSQL every fold holds the session's advisory lock in shared mode, so taking it exclusively waits for
+    them all. On SQLite the folds run in the one worker, which waits for its own (`FoldTiming.wait_for`).
+    """
+    if not database_available():
+        return True
+    from langflow.services.deps import get_db_service, session_scope
+    from sqlalchemy.exc import DBAPIError
+
+    if get_db_service().engine.dialect.name != "postgresql":
+        return True
+    try:
+        async with session_scope() as session:
+            # `SET LOCAL lock_timeout`: the wait ends with this transaction's first lock error past the timeout.
+            lock_timeout = f"{max(1, round(timeout_seconds * 1000))}ms"
+            await session.exec(select(func.set_config("lock_timeout", lock_timeout, True)))
+            await session.exec(select(func.pg_advisory_xact_lock(_session_key(flow_id, session_id))))
+    except DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
+            return False
+        raise
+    return True
 
 
 async def reset_session(*, flow_id: Id, session_id: str, context_id: str | None = None) -> int:
@@ -252,6 +285,15 @@ def _owned(flow_id: Id | None, user_id: Id | None, *, owner_required: bool = Fal
     if resolved_flow is None or (resolved_owner is None and (owner_required or user_id is not None)):
         return None
     return resolved_flow, resolved_owner
+
+
+def _session_key(flow_id: Id | None, session_id: str) -> int:
+    """The advisory lock key of a whole session of a flow (every owner and context)."""
+    try:
+        flow = str(UUID(str(flow_id)))
+    except ValueError:
+        flow = str(flow_id)
+    return _advisory_key(("session", flow, session_id))
 
 
 def _advisory_key(key: tuple[str, ...]) -> int:

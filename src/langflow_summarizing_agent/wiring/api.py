@@ -5,7 +5,8 @@ Routes, under `ROUTE_PREFIX`:
 - `GET /sessions/{session_id}/summary?flow_id=...[&context_id=...]`: the session's summaries (summary text, pinned
   values, cursor, how many messages the summary covers, version, summary model, updated time), one per context and
   message owner; `context_id` narrows to one context (`""` is "no context"). A summary whose messages are gone
-  reads as empty, as the next turn sees it.
+  reads as empty, as the next turn sees it. A read waits for the session's running folds, in whichever worker they
+  run (up to `FOLD_WAIT_SECONDS`; `fold_running` says when one still runs).
 - `DELETE` on the same path: reset. The rows are deleted and the next turn rebuilds the summary from the stored
   messages. Without `context_id` every context of the session is reset.
 - `/sessions/{session_id}/state` is the same pair under its 0.1.0 path, deprecated; `states` in the answer is the
@@ -27,13 +28,15 @@ from langflow.api.utils import CurrentActiveUser, DbSession
 from pydantic import BaseModel, Field
 
 from langflow_summarizing_agent.engine.records import NO_CONTEXT
-from langflow_summarizing_agent.storage.store import reset_session, session_summaries
+from langflow_summarizing_agent.storage.store import reset_session, session_folds_ended, session_summaries
 from langflow_summarizing_agent.storage.summaries import SessionSummary
 from langflow_summarizing_agent.wiring import runtime
 
 __all__ = ["MAX_ID_LENGTH", "ROUTE_PREFIX", "router"]
 
 ROUTE_PREFIX = "/api/v1/summarizing-agent"
+FOLD_WAIT_SECONDS = 120.0
+"""Longest a read or reset waits for the session's running folds, in any worker; past it, `fold_running` says so."""
 MAX_ID_LENGTH = 1024
 """Longest session or context id the API accepts. Langflow sets no limit; ids it makes are far shorter."""
 
@@ -68,6 +71,8 @@ class SessionSummaryRead(BaseModel):
     flow_id: UUID
     session_id: str
     summaries: list[SummaryRead]
+    fold_running: bool = False
+    """True when a fold of the session still ran after the read waited for it: the summary is the one before it."""
     states: list[SummaryRead] = Field(deprecated="Use summaries; the same list.")
 
 
@@ -90,7 +95,7 @@ async def read_session_summary(
     flow_uuid = _valid_request(flow_id, session_id, context_id)
     await _ensure_flow_or_404(session, flow_uuid, current_user, write=False)
     await _ensure_storage()
-    await _folds_ended(flow_uuid, session_id, context_id)
+    ended = await _folds_ended(flow_uuid, session_id, context_id)
     found = await session_summaries(flow_id=flow_uuid, session_id=session_id, context_id=context_id)
     if not found:
         raise HTTPException(
@@ -99,7 +104,9 @@ async def read_session_summary(
             + ("" if context_id is None else f" in context {context_id!r}"),
         )
     summaries = [_summary_read(one) for one in found]
-    return SessionSummaryRead(flow_id=flow_uuid, session_id=session_id, summaries=summaries, states=summaries)
+    return SessionSummaryRead(
+        flow_id=flow_uuid, session_id=session_id, summaries=summaries, fold_running=not ended, states=summaries
+    )
 
 
 @router.delete("/sessions/{session_id}/summary")
@@ -120,12 +127,13 @@ async def reset_session_summary(
     return SessionSummaryReset(flow_id=flow_uuid, session_id=session_id, deleted=deleted)
 
 
-async def _folds_ended(flow_id: UUID, session_id: str, context_id: str | None) -> None:
-    """Wait for the session's folds running in this worker: a read or reset right after a turn sees what the fold
-    after its reply saved."""
+async def _folds_ended(flow_id: UUID, session_id: str, context_id: str | None) -> bool:
+    """Wait for the session's running folds, in this worker and in any other: a read or reset right after a turn
+    sees what the fold after its reply saved, wherever it lands. False when one still runs after the wait."""
     await runtime.current().timing.wait_for(
         lambda key: _in_session(key, flow_id=flow_id, session_id=session_id, context_id=context_id)
     )
+    return await session_folds_ended(flow_id=flow_id, session_id=session_id, timeout_seconds=FOLD_WAIT_SECONDS)
 
 
 def _in_session(key: tuple[str, ...], *, flow_id: UUID, session_id: str, context_id: str | None) -> bool:
