@@ -70,8 +70,10 @@ def load(name: str, required: bool = True) -> dict[str, Any]:
 
 
 def caption(*reports: dict[str, Any]) -> str:
+    """The commands and commits of `reports`; one command for both backends when only the backend differs."""
     shown = [f"`{r['command']}` at `{r['commit']}`" for r in reports if r]
-    return "From " + "; ".join(shown) + "."
+    both = {re.sub(r"--backend (sqlite|postgres)", "--backend sqlite|postgres", s) for s in shown}
+    return "From " + (both.pop() if len(shown) > 1 and len(both) == 1 else "; ".join(shown)) + "."
 
 
 def num(value: float | None) -> str:
@@ -99,9 +101,9 @@ def runs_table(report: dict[str, Any]) -> list[str]:
         ]
         for m in report["runs"].values()
     ]
-    header = ["run", "input tokens", "vs n=100: total / last 20", "summary calls/exchange (on prefix, failed)"]
-    header += ["most history tokens", "sent whole min / median", "missed: window, previous, never again"]
-    return table([*header, "first facts", "cached: billed vs n=100 / n=10", "failed turns"], rows)
+    header = ["run", "input tokens", "vs n=100: total / last 20", "folds/exchange (on prefix, failed)"]
+    header += ["most history tokens", "sent whole min / median", "missed: window, previous, lost"]
+    return table([*header, "first facts", "cached: billed vs n=100 / 10", "failed turns"], rows)
 
 
 def targets_table(*reports: dict[str, Any]) -> list[str]:
@@ -110,7 +112,9 @@ def targets_table(*reports: dict[str, Any]) -> list[str]:
     for report in filter(None, reports):
         for t in report["targets"]:
             row = rows.setdefault((t["metric"], t["limit"]), [LABELS[t["metric"]], {}, t["limit"], {}, True])
-            row[1][t["where"].replace("summarizing_10", "Summ.").replace("_", " ")] = None
+            row[1][t["where"].replace("summarizing_10_", "").replace("summarizing_10", "default").replace("_", " ")] = (
+                None
+            )
             shown = f"{t['measured']:.3g}" if isinstance(t["measured"], float) else str(t["measured"])
             row[3].setdefault(t["where"], {})[shown] = None
             row[4] &= t["pass"]
