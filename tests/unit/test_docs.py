@@ -18,6 +18,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 GENERATED_BLOCK = re.compile(r"<!-- tables:([\w-]+) -->.*?<!-- /tables:\1 -->", re.S)
 CODE = re.compile(r"```.*?```|`[^`]+`", re.S)
 LIST_NUMBER = re.compile(r"^\s*\d+\. ", re.M)
+PARAGRAPH_BREAK = re.compile(r"\n\s*\n|\n(?=- )")
+"""A blank line, or the next item of a list (`_prose` turns numbered items into bullets)."""
 LINK = re.compile(r"\]\(([^)\s]*)\)")
 FIGURE = re.compile(r"(?<![\w.\-/])\d+(?:,\d{3})*(?:\.\d+)?(?![\w\-])")
 # Figures that are no measurement: the Python and Langflow versions supported and Langflow's default port.
@@ -84,7 +86,7 @@ def _settings_figures() -> set[str]:
 
 
 def _prose(page: str) -> str:
-    return LIST_NUMBER.sub("", LINK.sub("]()", CODE.sub("", GENERATED_BLOCK.sub("", page))))
+    return LIST_NUMBER.sub("- ", LINK.sub("]()", CODE.sub("", GENERATED_BLOCK.sub("", page))))
 
 
 def test_every_figure_outside_a_generated_block_is_a_setting_the_code_states():
@@ -105,7 +107,7 @@ def test_the_docs_fit_in_their_budget_and_no_paragraph_runs_on():
     long_paragraphs = [
         f"{page.name}: {paragraph[:60]}"
         for page in PAGES
-        for paragraph in _prose(page.read_text(encoding="utf-8")).split("\n\n")
+        for paragraph in PARAGRAPH_BREAK.split(_prose(page.read_text(encoding="utf-8")))
         if not paragraph.lstrip().startswith("|") and len(paragraph.split()) > PARAGRAPH_MOST_WORDS
     ]
     assert long_paragraphs == []
