@@ -23,6 +23,7 @@ from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent i
     SummarizingAgentComponent,
 )
 from tests.support.agent_runs import QUIET_AGENT
+from tests.support.deployment_recipe import deployment_recipe, extra_requirements, follow_recipe
 from tests.support.fake_chat_model import FakeChatModelComponent
 from tests.support.flow_files import (
     OFFLINE_MODEL_ID,
@@ -33,25 +34,41 @@ from tests.support.flow_files import (
 )
 from tests.support.fold_audit import FOLD_OFTEN, SummaryWatch, check_fold_bookkeeping
 from tests.support.postgres_database import fresh_postgres_database
-from tests.support.server_fixtures import LangflowServer, running_langflow_server
+from tests.support.redis_server import running_redis
+from tests.support.server_fixtures import LangflowServer
 
 CONCURRENT_RUNS = 16
 # How long concurrent rounds go on until one is spread over both workers (a worker boots Langflow on its own).
 WORKER_SPREAD_TIMEOUT = 180.0
 FOLDS_QUIET_SECONDS = 2.0
 FOLDS_SETTLE_TIMEOUT = 60.0
+READ_AFTER_TURNS = 6
+WARM_UP_TURNS = 10
+READS_AFTER_A_TURN = 4
 # Two workers on one Postgres database, over HTTP
 
 
 @pytest.fixture(scope="module")
 def two_worker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangflowServer]:
-    """A `langflow run` with two workers on a fresh Postgres database (CI=true fails without Postgres)."""
+    """Two workers on a fresh Postgres database and a Redis job queue, started by the recipe of docs/operations.md
+    (CI=true fails without Postgres or Redis)."""
     work_dir = tmp_path_factory.mktemp("langflow-two-workers")
     with (
         fresh_postgres_database("summarizing_agent_concurrency") as database_url,
-        running_langflow_server(work_dir, database_url, workers=2) as server,
+        running_redis(work_dir) as redis,
+        follow_recipe(work_dir, database_url, redis) as server,
     ):
         yield server
+
+
+def test_the_recipe_runs_several_workers_on_the_redis_queue_with_the_postgresql_driver() -> None:
+    recipe = deployment_recipe()
+    assert recipe.workers > 1
+    assert recipe.exports["LANGFLOW_JOB_QUEUE_TYPE"] == "redis"
+    assert recipe.exports["LANGFLOW_DATABASE_URL"].startswith("postgresql+psycopg://")
+    assert any(requirement.startswith("psycopg") for requirement in extra_requirements(recipe.extra))
+    assert ["langflow", "summarizing-agent", "migrate"] in recipe.commands
+    assert not any("DANGEROUSLY" in name for name in recipe.exports)
 
 
 def summarizing_flow(record_path: Path, **agent_settings: Any) -> dict[str, Any]:
@@ -171,6 +188,46 @@ def test_concurrent_runs_on_two_workers_fold_each_message_once(
     wasted = len(folds) - settled["version"]
     print(f"{len(folds)} summary calls, {settled['version']} saved, {wasted} wasted")
     assert wasted == 0, f"{wasted} of {len(folds)} summary calls were thrown away"
+
+
+@pytest.mark.server
+@pytest.mark.postgres
+def test_a_summary_read_right_after_a_turn_answers_the_same_on_every_worker(
+    two_worker_server: LangflowServer, tmp_path: Path
+) -> None:
+    """Each turn's fold after the reply takes a second; reads on new connections land on both workers at once."""
+    server = two_worker_server
+    with server.client(token=server.superuser_token) as client:
+        created = client.post("/api/v1/flows/", json=summarizing_flow(tmp_path / "calls.jsonl", **FOLD_OFTEN))
+    assert created.status_code in {200, 201}, created.text[:2000]
+    flow_id, api_key = created.json()["id"], server.superuser_api_key
+    session_id = f"session-{uuid.uuid4().hex[:8]}"
+
+    def read() -> int:
+        with server.client(api_key=api_key) as client:
+            response = client.get(f"/api/v1/summarizing-agent/sessions/{session_id}/summary?flow_id={flow_id}")
+        if response.status_code == 404:
+            return 0
+        assert response.status_code == 200, response.text[:2000]
+        assert response.json()["fold_running"] is False
+        return response.json()["summaries"][0]["folded_count"]
+
+    engine = sa.create_engine(server.database_url, poolclass=sa.pool.NullPool)
+    disagreements = []
+    try:
+        for n in range(WARM_UP_TURNS):  # until the first fold has saved
+            run_turn(server, api_key, flow_id, session_id, f"warm-up question {n}")
+            if read():
+                break
+        for n in range(READ_AFTER_TURNS):
+            run_turn(server, api_key, flow_id, session_id, f"question {n}")
+            with ThreadPoolExecutor(READS_AFTER_A_TURN) as pool:
+                answers = list(pool.map(lambda _: read(), range(READS_AFTER_A_TURN)))
+            settled = wait_until_folds_end(engine, uuid.UUID(flow_id), session_id)["absorbed_count"]
+            disagreements += [(n, answer, settled) for answer in answers if answer != settled]
+    finally:
+        engine.dispose()
+    assert disagreements == []
 
 
 def wait_until_folds_end(engine: sa.Engine, flow_id: uuid.UUID, session_id: str) -> dict[str, Any]:

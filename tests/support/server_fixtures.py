@@ -21,7 +21,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -30,6 +30,7 @@ import httpx
 import pytest
 
 from tests.support.postgres_database import fresh_postgres_database
+from tests.support.redis_server import running_redis
 
 SERVER_DATABASE_ENV = "SUMMARIZING_AGENT_SERVER_DB"
 SERVER_DATABASE_BACKENDS = ("sqlite", "postgres")
@@ -209,17 +210,25 @@ def running_langflow_server(
     """Start `langflow run` in its own process group, wait until healthy, stop the whole group after.
 
     The server also serves Langflow's web UI (no `--backend-only`), so browser tests can share it. `settings` are
-    environment variables of the server's (`LANGFLOW_*` ones included, which it inherits from no one else).
+    environment variables of the server's (`LANGFLOW_*` ones included, which it inherits from no one else). Several
+    workers get Redis for Langflow's job queue: the one `settings` names, or a private one.
     """
     config_dir = work_dir / "langflow-config"
     config_dir.mkdir(parents=True, exist_ok=True)
     environment = {**server_environment(config_dir, database_url), **(settings or {})}
-    if workers > 1:
-        # 1.13 wants consent to run several workers without a shared queue (Redis).
-        environment["LANGFLOW_DANGEROUSLY_ALLOW_MULTI_WORKER_WITHOUT_SHARED_QUEUE"] = "true"
-        if database_url.startswith("sqlite"):
+    with ExitStack() as stack:
+        if workers > 1 and environment.get("LANGFLOW_JOB_QUEUE_TYPE") != "redis":
+            # Several workers share Langflow's job queue on Redis, as Langflow 1.13 requires; a private one here.
+            environment.update(stack.enter_context(running_redis(work_dir)).settings)
+        if workers > 1 and database_url.startswith("sqlite"):
             # Workers migrating one SQLite file at once collide; on Postgres an advisory lock serializes them.
             _migrate_before_workers(environment, work_dir / "langflow-migration.log")
+        yield from _serve(work_dir, database_url, environment, workers, startup_timeout)
+
+
+def _serve(
+    work_dir: Path, database_url: str, environment: dict[str, str], workers: int, startup_timeout: float
+) -> Iterator[LangflowServer]:
     port = _free_port()
     server = LangflowServer(
         base_url=f"http://127.0.0.1:{port}", database_url=database_url, log_path=work_dir / "langflow-server.log"
