@@ -1,4 +1,5 @@
-"""The targets and tables of the benchmarks, from the results they saved; the blocks of docs/benchmarks.md.
+"""The targets and tables of the benchmarks, from the results they saved; the blocks of docs/benchmarks.md and of
+the README.
 
     python -m benchmarks.tables [--check]
 
@@ -20,6 +21,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE, RESULTS = ROOT / "docs" / "benchmarks.md", ROOT / "benchmarks" / "results"
+PAGES = (PAGE, ROOT / "README.md")
 BLOCK = re.compile(r"<!-- tables:(?P<name>[\w-]+) -->\n.*?<!-- /tables:(?P=name) -->", re.DOTALL)
 NONE = "\u2013"
 OPS = {"<=": operator.le, "==": operator.eq}
@@ -241,7 +243,25 @@ def load_results() -> list[str]:
     return [caption(*measured), "", *lines, "", *table(header, faults), "", *table(["target", "held", ""], verdicts)]
 
 
+def minutes(value: float) -> str:
+    return f"{int(value // 60)} min {round(value % 60):02d} s"
+
+
+def suite() -> list[str]:
+    report = load("suite")
+    rows = [[p["name"], p["tests"], minutes(p["seconds"])] for p in report["passes"]]
+    rest = report["total_seconds"] - sum(p["seconds"] for p in report["passes"])
+    tests = sum(p["tests"] for p in report["passes"])
+    rows += [["the install and the system packages", NONE, minutes(rest)], ["`.ci/run`", tests, minutes(rest)]]
+    rows[-1][2] = minutes(report["total_seconds"])
+    shown = (
+        f"{caption(report)[:-1]}, from a clean clone on {report['cpus']} CPUs{'' if report['passed'] else ', FAILED'}."
+    )
+    return [shown, "", *table(["part", "tests", "time"], rows)]
+
+
 BLOCKS: dict[str, Callable[[], list[str]]] = {
+    "suite": suite,
     "support_session": support_session,
     "memory_path": memory_path,
     "support_targets": support_targets,
@@ -267,17 +287,21 @@ def rendered(render: Callable[[], list[str]]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when the page is not what the results give")
-    page = PAGE.read_text()
+    check_only = parser.parse_args(argv).check
     blocks = {name: "\n".join(rendered(render)) for name, render in BLOCKS.items()}
-    expected = BLOCK.sub(
-        lambda m: f"<!-- tables:{m['name']} -->\n{blocks[m['name']]}\n<!-- /tables:{m['name']} -->", page
-    )
-    if parser.parse_args(argv).check:
+    differing = []
+    for path in PAGES:
+        page = path.read_text()
+        expected = BLOCK.sub(
+            lambda m: f"<!-- tables:{m['name']} -->\n{blocks[m['name']]}\n<!-- /tables:{m['name']} -->", page
+        )
         if expected != page:
-            print(f"{PAGE.relative_to(ROOT)} differs from benchmarks/results; run python -m benchmarks.tables")
-        return int(expected != page)
-    PAGE.write_text(expected)
-    return 0
+            differing.append(str(path.relative_to(ROOT)))
+            if not check_only:
+                path.write_text(expected)
+    if check_only and differing:
+        print(f"{', '.join(differing)} differ from benchmarks/results; run python -m benchmarks.tables")
+    return int(check_only and bool(differing))
 
 
 if __name__ == "__main__":
