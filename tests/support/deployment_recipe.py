@@ -45,7 +45,7 @@ def deployment_recipe() -> Recipe:
     assert block, f"no bash block under {RECIPE_HEADING!r}"
     lines = [shlex.split(line) for line in block.group(1).splitlines() if line.strip()]
     (install,) = [line for line in lines if line[:2] == ["pip", "install"]]
-    extra = re.fullmatch(r"langflow-summarizing-agent\[(\w+)\]", install[2])
+    extra = re.fullmatch(r"\.\[(\w+)\]", install[2])
     assert extra, install
     exports = dict(line[1].split("=", 1) for line in lines if line[0] == "export")
     commands = [line for line in lines if line[0] == "langflow"]
