@@ -2,14 +2,11 @@
 
     python -m benchmarks.load [--backends sqlite,postgres] [--users 1,2,4] [--faults all|none|NAME,...]
 
-A bounded asyncio client (httpx) plays N users per agent, each in a session of its own, chatting through the run API
-with a think time between messages, a new connection per turn. Both flows (Chat Input -> agent -> Chat Output: the
-stock Agent, the Summarizing Agent) run side by side in each phase on one server: SQLite with one worker, PostgreSQL
-(`benchmarks.own_postgres`) with two. The offline model runs inside the server (`benchmarks.load_model`). After each
-phase `tests.support.load_audit.audit_phase` audits every session; a failed audit exits 1. The faults (`--faults`)
-run on PostgreSQL, each in a phase of its own. The metrics and faults: docs/benchmarks.md, "Under load and faults".
-Writes `load.json` and `load.png` to `--out`, keeping the parts of a saved `load.json` it did not run. Every loop is
-bounded in count and time; only 127.0.0.1 is used.
+N users per agent (httpx) chat through the run API with both flows on one server: SQLite with one worker, PostgreSQL
+(`benchmarks.own_postgres`) with two; the offline model (`benchmarks.load_model`) runs inside it. Every session of a
+phase is audited (`tests.support.load_audit`; a failed audit exits 1). The faults run on PostgreSQL. Metrics and
+faults: docs/benchmarks.md, "Under load and faults". Writes `load.json` and `load.png` to `--out`, keeping the parts of
+a saved `load.json` it did not run. Every loop is bounded in count and time; only 127.0.0.1 is used.
 """
 
 from __future__ import annotations
@@ -33,7 +30,6 @@ from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import asdict, dataclass, field
 from itertools import cycle, islice
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -47,7 +43,7 @@ from langflow_summarizing_agent.engine.report import BUSY_NOTE
 from langflow_summarizing_agent.engine.settings import DEFAULT_FOLD_BATCH, DEFAULT_MAX_FOLDS_PER_TURN
 from langflow_summarizing_agent.wiring.timing import DEFAULT_MAX_RUNNING, MAX_RUNNING_ENV
 from tests.support import load_audit
-from tests.support.load_audit import chain, saved
+from tests.support.load_audit import chain, on_final, read_calls, saved
 from tests.support.server_fixtures import LangflowServer, langflow_executable, running_langflow_server
 from tests.support.server_fixtures import server_environment as environment
 
@@ -58,28 +54,28 @@ POLL_SECONDS = 0.25  # the state rows; the RSS and database connections every fo
 SETTLE_QUIET_SECONDS, SETTLE_TIMEOUT_SECONDS, KILL_WAIT_SECONDS = 3.0, 120.0, 40.0
 WARM_UP_TURNS = 4  # of each flow before a phase, so that both workers have built it
 FAULT_MARGIN_SECONDS = 5.0  # a failed turn that ended this long after a fault is still the fault's
+# Langflow's JSON logs, as in production: its console renders each exception's traceback with rich (~0.75 s of a
+# worker's event loop); a database restart logs dozens, and both agents' turns waited 20 to 90 s.
 FAULT_SERVER_LOGS = {"LANGFLOW_LOG_ENV": "container"}
-"""Langflow's JSON logs, as for production: its default console renders each logged exception's traceback with rich
-(~0.75 s of a worker's event loop); a database restart logs dozens, and both agents' turns waited 20 to 90 s."""
 FAULTS = ("slow_summary", "summary_outage", "rejected_saves", "worker_kill", "pg_restart")  # the restart last
 AGENTS, BACKENDS = ("stock", "summarizing"), ("sqlite", "postgres")
-WINDOWS = {
+WINDOWS = {  # the events that open and close each fault but `slow_summary` (which lasts the whole phase)
     "pg_restart": ("postgres stopped", "postgres started"),
     "worker_kill": ("worker killed", "worker killed"),
     "summary_outage": ("summary model changed", "summary model restored"),
     "rejected_saves": ("summary saves rejected", "summary saves accepted"),
 }
-"""The events that open and close each fault but `slow_summary` (which lasts the whole phase)."""
 FOLDED_INLINE = " this turn ("  # in the memory step of a turn that folded inline (`engine.report.memory_step_text`)
-FILLER = "the deployment still shows the same error after the restart and the logs mention a timeout while the"
-WORDS = (
-    FILLER + " worker connects to the queue so I checked the settings again and they match the documentation"
-).split()
+TEXT = (
+    "the deployment still shows the same error after the restart and the logs mention a timeout while the worker "
+    "connects to the queue so I checked the settings again and they match the documentation"
+)
 CHAT = {"input_type": "chat", "output_type": "chat"}
+SHOWN = ("turns", "turns_per_second", "p95_seconds", "failed_turns", "turns_waited", "summary_calls_per_exchange")
 VERSIONS_SQL = "SELECT session_id, version, absorbed_count FROM session_memory_state WHERE flow_id = :flow_id"
 CONNECTIONS_SQL = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
 REPLIES_SQL = "SELECT text, content_blocks FROM message WHERE flow_id = :flow_id AND sender <> 'User'"
-REJECT_SAVES_SQL = (
+REJECT_SAVES_SQL = (  # every save of a fold (it moves `absorbed_count`); the back-off of a failed one goes through
     "CREATE OR REPLACE FUNCTION load_reject_fold_saves() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
     "IF (TG_OP = 'INSERT' AND NEW.absorbed_count > 0) OR (TG_OP = 'UPDATE' AND NEW.absorbed_count IS DISTINCT FROM "
     "OLD.absorbed_count) THEN RAISE EXCEPTION 'load benchmark: the summary save is rejected'; END IF; RETURN NEW; "
@@ -87,11 +83,11 @@ REJECT_SAVES_SQL = (
     "CREATE TRIGGER load_reject_fold_saves BEFORE INSERT OR UPDATE ON session_memory_state FOR EACH ROW "
     "EXECUTE FUNCTION load_reject_fold_saves()",
 )
-"""Rejects every save of a fold (it moves `absorbed_count`) and lets the back-off of a failed one through."""
-ACCEPT_SAVES_SQL = (
-    "DROP TRIGGER load_reject_fold_saves ON session_memory_state",
-    "DROP FUNCTION load_reject_fold_saves()",
+RESTART_TARGET = (
+    f"sessions that folded before the fault and, chatting again after it ({DEFAULT_FOLD_BATCH}+ answered turns), "
+    "folded on"
 )
+ACCEPT_SAVES_SQL = ("DROP FUNCTION load_reject_fold_saves() CASCADE",)  # the trigger with it
 
 
 @dataclass
@@ -137,14 +133,6 @@ class Phase:
         self.events.append({"at": round(time.time() - self.started, 2), "event": what, **details})
         print(f"  +{time.time() - self.started:6.1f} s  {what} {details or ''}", flush=True)
 
-    def window(self) -> tuple[float | None, float | None]:
-        times = {e["event"]: self.started + e["at"] for e in self.events}
-        start, end = WINDOWS.get(self.name, ("", ""))
-        return times.get(start), times.get(end, times.get(start))
-
-
-# The server
-
 
 def flow_data(agent: str, phase: Phase, args: Any) -> Any:
     from lfx.components.input_output import ChatInput, ChatOutput
@@ -156,9 +144,8 @@ def flow_data(agent: str, phase: Phase, args: Any) -> Any:
 
     chat_input, chat_output = ChatInput(_id="chat_input"), ChatOutput(_id="chat_output")
     model = LoadModelComponent(_id="load_model")
-    paths = {"control_path": str(phase.path("control.json")), "record_path": str(phase.path("calls.jsonl"))}
     model.set(agent_seconds=args.agent_seconds, summary_seconds=args.summary_seconds, reply_words=args.message_words)
-    model.set(**paths)
+    model.set(control_path=str(phase.path("control.json")), record_path=str(phase.path("calls.jsonl")))
     node = AgentComponent(_id="agent") if agent == "stock" else ours.SummarizingAgentComponent(_id="agent")
     quiet = {"add_current_date_tool": False, "add_calculator_tool": False, "system_prompt": "You are a support agent."}
     quiet |= {"summarize_older_messages": True} if agent == "summarizing" else {}
@@ -172,7 +159,7 @@ def flow_data(agent: str, phase: Phase, args: Any) -> Any:
 
 @contextmanager
 def langflow_server(
-    backend: str, work_dir: Path, pg: OwnPostgres | None, places: int, logs: dict[str, str] | None = None
+    work_dir: Path, pg: OwnPostgres | None, places: int, logs: dict[str, str] | None = None
 ) -> Iterator[tuple[LangflowServer, sa.Engine]]:
     """`langflow run` on SQLite with one worker, or on PostgreSQL with two, and an engine on its database."""
     (work_dir / "langflow-config").mkdir(parents=True, exist_ok=True)
@@ -182,14 +169,9 @@ def langflow_server(
         with (work_dir / "langflow-migration.log").open("wb") as log:
             env = {**environment(work_dir / "langflow-config", url), **settings}
             subprocess.run([langflow_executable(), "migration"], env=env, stdout=log, stderr=log, check=True)
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
-    options: dict[str, Any] = {
-        "workers": 2 if pg else 1,
-        "startup_timeout": STARTUP_TIMEOUT_SECONDS,
-        "settings": settings,
-    }
-    with running_langflow_server(work_dir, url, **options) as server:
-        yield server, engine
+    workers, timeout = 2 if pg else 1, STARTUP_TIMEOUT_SECONDS
+    with running_langflow_server(work_dir, url, workers=workers, startup_timeout=timeout, settings=settings) as server:
+        yield server, sa.create_engine(url, poolclass=sa.pool.NullPool)
 
 
 def server_processes(server: LangflowServer) -> list[psutil.Process]:
@@ -230,32 +212,14 @@ class Sampler(threading.Thread):
 
     def settle(self) -> float:
         """Wait until no summary call runs and no state row changed for a while; the seconds waited (bounded)."""
-        started = quiet_since = time.monotonic()
-        while (
-            time.monotonic() - quiet_since < SETTLE_QUIET_SECONDS
-            and time.monotonic() - started < SETTLE_TIMEOUT_SECONDS
-        ):
+        started = self.changed = time.monotonic()
+        while time.monotonic() < min(started + SETTLE_TIMEOUT_SECONDS, self.changed + SETTLE_QUIET_SECONDS):
             # A call of a worker that was killed never ends: it is not running.
             calls = read_calls(self.phase.path("calls.jsonl"))[-500:]
             if any(c["end"] is None and c["kind"] == "summary" and psutil.pid_exists(c["pid"]) for c in calls):
-                quiet_since = time.monotonic()
-            quiet_since = max(quiet_since, self.changed)
+                self.changed = time.monotonic()
             time.sleep(0.5)
         return time.monotonic() - started
-
-
-def read_calls(record_path: Path) -> list[dict[str, Any]]:
-    """The model's calls: each start record merged with its end record (none: cut off, as by a killed worker)."""
-    calls: dict[tuple[int, float, str], dict[str, Any]] = {}
-    for line in record_path.read_text(encoding="utf-8").splitlines() if record_path.exists() else []:
-        with suppress(ValueError):
-            record = json.loads(line)
-            call = calls.setdefault((record["pid"], record["start"], record["kind"]), {"end": None, "failed": None})
-            call.update({k: v for k, v in record.items() if k != "event"})
-    return sorted(calls.values(), key=lambda c: c["start"])
-
-
-# The simulated users
 
 
 async def user_loop(client: httpx.AsyncClient, phase: Phase, agent: str, flow_id: str, user: int, args: Any) -> None:
@@ -267,7 +231,7 @@ async def user_loop(client: httpx.AsyncClient, phase: Phase, agent: str, flow_id
     for index in range(args.max_turns_per_user):
         if (started := time.time()) >= deadline:
             return
-        text = " ".join([f"#{marker}-u{index}#", *islice(cycle(WORDS), index, index + args.message_words - 1)])
+        text = " ".join([f"#{marker}-u{index}#", *islice(cycle(TEXT.split()), index, index + args.message_words - 1)])
         try:
             body = {"input_value": text, "session_id": f"load-{phase.name}-{marker}", **CHAT}
             response = await client.post(f"/api/v1/run/{flow_id}", json=body)
@@ -282,26 +246,21 @@ async def user_loop(client: httpx.AsyncClient, phase: Phase, agent: str, flow_id
 async def drive(server: LangflowServer, phase: Phase, flow_ids: dict[str, str], args: Any) -> None:
     limits = httpx.Limits(max_connections=4 * phase.users + 8, max_keepalive_connections=0)
     phase.started, headers = time.time(), {"x-api-key": server.superuser_api_key}
-    options: dict[str, Any] = {"headers": headers, "timeout": REQUEST_TIMEOUT_SECONDS, "limits": limits}
-    async with httpx.AsyncClient(base_url=server.base_url, **options) as client:
-        tasks: list[Awaitable[Any]] = [
-            user_loop(client, phase, a, flow_ids[a], user, args) for a in AGENTS for user in range(phase.users)
-        ]
-        tasks += [phase.fault(phase)] if phase.fault else []
-        await asyncio.wait_for(asyncio.gather(*tasks), timeout=phase.seconds + 2 * REQUEST_TIMEOUT_SECONDS)
+    async with httpx.AsyncClient(
+        base_url=server.base_url, headers=headers, timeout=REQUEST_TIMEOUT_SECONDS, limits=limits
+    ) as client:
+        users = [user_loop(client, phase, a, flow_ids[a], user, args) for a in AGENTS for user in range(phase.users)]
+        faults = [phase.fault(phase)] if phase.fault else []
+        await asyncio.wait_for(asyncio.gather(*users, *faults), timeout=phase.seconds + 2 * REQUEST_TIMEOUT_SECONDS)
     phase.ended = time.time()
-
-
-# What a phase measured
 
 
 def quantile(values: list[float], share: float) -> float | None:
     return round(float(np.percentile(values, 100 * share, method="nearest")), 3) if values else None
 
 
-def p95_ratio_interval(stock: list[float], ours: list[float], seed: int = 0) -> list[float] | None:
-    """The 95% percentile-bootstrap interval of the Summarizing Agent's p95 turn time over the stock Agent's, each
-    agent's turns resampled: at a few hundred turns the p95 is a handful of the slowest, and one pause moves it."""
+def p95_ratio_interval(stock: list[float], ours: list[float]) -> list[float] | None:
+    """The 95% percentile-bootstrap interval of the Summarizing Agent's p95 turn time over the stock Agent's."""
     from scipy.stats import bootstrap
 
     def ratio(o: np.ndarray, s: np.ndarray, axis: int) -> np.ndarray:
@@ -310,8 +269,8 @@ def p95_ratio_interval(stock: list[float], ours: list[float], seed: int = 0) -> 
 
     if min(len(stock), len(ours)) < 2:
         return None
-    found = bootstrap((ours, stock), ratio, n_resamples=2000, method="percentile", rng=np.random.default_rng(seed))
-    return [round(float(found.confidence_interval.low), 3), round(float(found.confidence_interval.high), 3)]
+    found = bootstrap((ours, stock), ratio, n_resamples=2000, method="percentile", rng=np.random.default_rng(0))
+    return [round(float(bound), 3) for bound in found.confidence_interval]
 
 
 def agent_metrics(phase: Phase, agent: str, final: dict[str, list[str]]) -> dict[str, Any]:
@@ -319,19 +278,7 @@ def agent_metrics(phase: Phase, agent: str, final: dict[str, list[str]]) -> dict
     seconds = [t.end - t.start for t in turns if t.ok]
     calls = [c for c in phase.calls if c["session"] in phase.sessions(agent)]
     summary_calls = [c for c in calls if c["kind"] == "summary"]
-    first_agent_call: dict[tuple[str, int], tuple[float, int]] = {}
-    for call in (c for c in calls if c["kind"] == "agent" and c["folded"]):
-        session, _, index = call["folded"][0].partition("-u")
-        first_agent_call.setdefault((session, int(index)), (call["start"], call["pid"]))
-
-    def waited(turn: Turn) -> bool:
-        # A summary call of the session, in the worker that ran the turn, inside the turn before its first agent
-        # call: the turn waited for it (one in the other worker, or after the reply, did not hold the turn up).
-        until, pid = first_agent_call.get((turn.session, turn.index), (turn.end, None))
-        ran = [c for c in summary_calls if c["session"] == turn.session and pid in (None, c["pid"])]
-        return any(turn.start <= c["start"] and (c["end"] or turn.end) <= until for c in ran)
-
-    waits = fold_queue_waits(turns, summary_calls)
+    waits = load_audit.fold_queue_waits(turns, summary_calls)
     succeeded = [c for c in summary_calls if saved(c)]
     on_chain = {(c["session"], len(c["previous"]), len(chain(c))) for c in succeeded if on_final(c, final)}
     saved_counts = {s.rsplit("-", 1)[-1]: {count for _, count in seen} for s, seen in phase.versions.items()}
@@ -342,7 +289,7 @@ def agent_metrics(phase: Phase, agent: str, final: dict[str, list[str]]) -> dict
         **{f"p{q}_seconds": quantile(seconds, q / 100) for q in (50, 95, 99)},
         "failed_turns": len(turns) - len(seconds),
         "failures": failures[:20],
-        "turns_waited": sum(map(waited, turns)),
+        "turns_waited": load_audit.turns_waited(turns, calls),
         "turns_folded_inline": sum(t.inline for t in turns),
         "turns_that_found_the_fold_running": sum(t.busy for t in turns),
         **{f"fold_queue_wait_p{q}_seconds": quantile(waits, q / 100) for q in (50, 95)},
@@ -355,27 +302,6 @@ def agent_metrics(phase: Phase, agent: str, final: dict[str, list[str]]) -> dict
         "most_calls_in_one_fold": load_audit.most_calls_in_one_fold(summary_calls, saved_counts),
         "retried_within_backoff": load_audit.retried_within_backoff(summary_calls),
     }
-
-
-def on_final(call: dict[str, Any], final: dict[str, list[str]]) -> bool:
-    """The call's summary is where the session's stored summary begins: its fold was saved."""
-    return final.get(call["session"], [])[: len(chain(call))] == chain(call)
-
-
-def fold_queue_waits(turns: list[Turn], summary_calls: list[dict[str, Any]]) -> list[float]:
-    """For each fold's first summary call (not one folding on from the call before it in the same worker), the wait
-    since the end of the turn whose reply started the fold: the session's last turn before the call that did not
-    find a fold running (those started none)."""
-    chains: dict[tuple[str, int], list[str] | None] = {}
-    waits, ordered = [], sorted(turns, key=lambda t: t.end)
-    for call in summary_calls:
-        if chains.get((call["session"], call["pid"])) != call["previous"] or not call["previous"]:
-            before = [t for t in ordered if t.session == call["session"] and t.end <= call["start"]]
-            while before and before[-1].busy:
-                before.pop()
-            waits += [call["start"] - before[-1].end] if before else []
-        chains[(call["session"], call["pid"])] = chain(call) if saved(call) else None
-    return waits
 
 
 def phase_report(phase: Phase, final: dict[str, list[str]], audit: dict[str, Any]) -> dict[str, Any]:
@@ -396,10 +322,10 @@ def phase_report(phase: Phase, final: dict[str, list[str]], audit: dict[str, Any
 
 
 def fault_report(phase: Phase, final: dict[str, list[str]]) -> dict[str, Any]:
-    """Failed turns per agent inside the fault's window (up to `FAULT_MARGIN_SECONDS` after) and outside it; the
-    summarizing sessions that saved a fold before the fault, those of them with Fold Batch answered turns after it,
-    and how many of each saved a fold after it; the saves the database rejected; the killed worker's fold."""
-    start, end = phase.window()
+    """What a fault's targets measure (docs/benchmarks.md): failed turns in and out of its window, the sessions
+    folding across it, the saves the database rejected, the killed worker's fold."""
+    times, (opens, closes) = {e["event"]: phase.started + e["at"] for e in phase.events}, WINDOWS[phase.name]
+    start, end = times.get(opens), times.get(closes, times.get(opens))
     failed = {f"{agent}_{where}": 0 for agent in AGENTS for where in ("inside", "outside")}
     for turn in (t for t in phase.turns if not t.ok):
         inside = start and end and turn.end >= start and turn.start <= end + FAULT_MARGIN_SECONDS
@@ -421,9 +347,6 @@ def fault_report(phase: Phase, final: dict[str, list[str]]) -> dict[str, Any]:
         report["killed_fold"] = {"session": killed["session"], "messages": len(killed["folding"])}
         report["killed_fold"]["folded_since"] = folded_since
     return report
-
-
-# Faults
 
 
 async def inject(phase: Phase, args: Any, server: LangflowServer, engine: sa.Engine, pg: OwnPostgres) -> None:
@@ -482,9 +405,6 @@ def fault_phase(
     return Phase(name, "postgres", args.fault_users, seconds, folder, fault, control)
 
 
-# One phase end to end
-
-
 def run_phase(server: LangflowServer, engine: sa.Engine, phase: Phase, args: Any) -> dict[str, Any]:
     phase.work_dir.mkdir(parents=True, exist_ok=True)
     write_control(phase.path("control.json"), **phase.control)
@@ -536,30 +456,20 @@ def run_phase(server: LangflowServer, engine: sa.Engine, phase: Phase, args: Any
     return report
 
 
-SHOWN = ("turns", "turns_per_second", "p95_seconds", "failed_turns", "turns_waited", "summary_calls_per_exchange")
-
-
-# Targets: one table, its rows evaluated by `evaluate`
-
-
 def zero(value: Any) -> tuple[Any, str, bool]:
     return value, "0", value == 0
 
 
-def at_most(value: Any, bound: float, limit: str) -> tuple[Any, str, bool]:
-    return value, limit, value is not None and value <= bound
-
-
-def below(value: Any, bound: float, limit: str) -> tuple[Any, str, bool]:
-    return value, limit, value is not None and value < bound
+def bounded(value: Any, bound: float, limit: str) -> tuple[Any, str, bool]:
+    """`value` within `bound` as `limit` reads: "<= ..." or "< ..."."""
+    return value, limit, value is not None and (value <= bound if limit.startswith("<=") else value < bound)
 
 
 def all_of(done: int, of: int, shown: str = "") -> tuple[Any, str, bool]:
     return shown or f"{done} of {of}", "all, at least 1", of >= 1 and done == of
 
 
-def p95_row(r: Any) -> tuple[Any, str, bool]:
-    ours, stock, interval = r.ours["p95_seconds"], r.stock["p95_seconds"], r.run.get("p95_ratio_interval")
+def p95_row(ours: Any, stock: Any, interval: Any) -> tuple[Any, str, bool]:
     limit, shown = P95_RATIO_TARGET * (stock or 0), ours
     if interval and stock and ours is not None:
         shown = f"{ours} s ({ours / stock:.2f} x stock; 95% bootstrap interval of this phase's turns "
@@ -567,92 +477,63 @@ def p95_row(r: Any) -> tuple[Any, str, bool]:
     return shown, f"<= {P95_RATIO_TARGET:g} x stock {stock} s = {limit:.3f} s", ours is not None and ours <= limit
 
 
-def slow_row(r: Any) -> tuple[Any, str, bool]:
-    # One fold per session at a time: a fold waits at most for the sessions ahead of it, a call each.
-    slow, places = r.report.get("slow_summary_seconds", 30.0), 2 * r.run.get("max_background_folds", 1)
-    bound = -(-r.users // places) * slow
-    limit = f"<= {r.users} sessions over {places} places x {slow:g} s = {bound:g} s"
-    return at_most(r.ours["fold_queue_wait_max_seconds"], bound, limit)
-
-
-def rejected_row(r: Any) -> tuple[Any, str, bool] | None:
-    if not r.rejected:
-        return None
-    folds, early = r.rejected["folds"], r.rejected["retried_within_backoff"]
-    return f"{early} after {folds} rejected saves", "0, after at least 1", folds >= 1 and early == 0
-
-
-def restart_row(r: Any) -> tuple[Any, str, bool] | None:
-    if not r.across:
-        return None
-    chatting = r.across.get("chatting_after", r.across["before"])
-    folded = r.across.get("chatting_after_and_folded", r.across["before_and_after"])
-    shown = f"{folded} of {chatting}; {r.across['before_and_after']} of all {r.across['before']} folded before"
-    return all_of(folded, chatting, shown)
-
-
-TARGETS: list[tuple[str, str, Callable[[Any], tuple[Any, str, bool] | None]]] = [
-    # (the row's name, where it applies: "load" and fault names, "faults" for all of them; its measured value,
-    # limit and whether it holds, or None when the run lacks what it measures)
-    ("p95 turn time, Summarizing", "load", p95_row),
-    ("turns that waited for a summary call", "load", lambda r: zero(r.ours["turns_waited"])),
-    ("failed turns, both agents", "load slow_summary summary_outage rejected_saves", lambda r: zero(r.failed)),
-    # Only the database outage and the killed worker fail turns; the summary faults leave every turn running.
-    ("failed turns outside the fault, both agents", "pg_restart worker_kill", lambda r: zero(r.outside)),
-    ("turns that waited for a summary call", "faults", lambda r: zero(r.ours["turns_waited"])),
-    ("lost or doubled folds (audit problems)", "load faults", lambda r: (r.problems, "0", r.run["audit"]["holds"])),
-    ("RSS growth after warm-up", "load", lambda r: below(r.run["rss_growth"], RSS_GROWTH, f"< {RSS_GROWTH:.0%}")),
-    ("summary calls within the back-off after a failed one, any worker", "summary_outage", lambda r: zero(r.retried)),
-    ("most folds in one catch-up, the catch-up included", "summary_outage rejected_saves", lambda r: r.most_folds),
-    ("summary calls within the back-off after a rejected save, any worker", "rejected_saves", rejected_row),
-    ("fold queue wait, max", "slow_summary", slow_row),
-    (
-        "seconds until the folds settled after the last turn",
-        "slow_summary",
-        lambda r: below(r.settled, SETTLE_TIMEOUT_SECONDS, f"< {SETTLE_TIMEOUT_SECONDS:g} s"),
-    ),
-    # Faults the sessions must outlast with their summaries.
-    (
-        "sessions that folded before the fault and fold on after it",
-        "worker_kill",
-        lambda r: r.across and all_of(r.across["before_and_after"], r.across["before"]),
-    ),
-    (
-        "messages of the killed fold folded by a later fold",
-        "worker_kill",
-        lambda r: r.killed and all_of(r.killed["folded_since"], r.killed["messages"]),
-    ),
-    (
-        f"sessions that folded before the fault and, chatting again after it ({DEFAULT_FOLD_BATCH}+ answered turns), "
-        "folded on",
-        "pg_restart",
-        restart_row,
-    ),
-]
-
-
 def evaluate(report: dict[str, Any], where: str, run: dict[str, Any], backend: str = "postgres") -> list[dict]:
-    """The rows of `TARGETS` that apply to `where` ("load", or a fault's name), on one run."""
-    row = {"backend": backend, "users": run.get("users_per_agent", report.get("fault_users"))}
+    """The target rows that apply to `where` ("load", or a fault's name) on one run: each row of `targets` names
+    where it applies ("faults": every fault) and its measured value, limit and whether it holds (None: not measured)."""
+    row: dict[str, Any] = {"backend": backend, "users": run.get("users_per_agent", report.get("fault_users"))}
     if "error" in run:
         return [
             {**row, "name": f"{where}: the fault ran", "measured": run["error"], "limit": "completes", "holds": False}
         ]
-    ours, stock, window = run["agents"]["summarizing"], run["agents"]["stock"], run.get("failed_turns_in_fault", {})
+    ours, stock, audit, users = run["agents"]["summarizing"], run["agents"]["stock"], run["audit"], row["users"]
+    failed, retried = stock["failed_turns"] + ours["failed_turns"], ours["retried_within_backoff"]
+    outside = sum(run.get("failed_turns_in_fault", {}).get(f"{agent}_outside", 0) for agent in AGENTS)
+    across, killed, rejected = (run.get(k) for k in ("sessions_folding_across_fault", "killed_fold", "rejected_saves"))
+    p95 = p95_row(ours["p95_seconds"], stock["p95_seconds"], run.get("p95_ratio_interval"))
     most = report.get("max_folds_per_turn", DEFAULT_MAX_FOLDS_PER_TURN)
-    run = {"max_background_folds": report.get("fault_max_background_folds") or DEFAULT_MAX_RUNNING, **run}
-    r = SimpleNamespace(
-        run=run, ours=ours, stock=stock, users=row["users"], report=report, retried=ours["retried_within_backoff"]
+    most_folds = bounded(ours["most_calls_in_one_fold"], most, f"<= Max Folds per Turn ({most})")
+    # One fold per session at a time: a fold waits at most for the sessions ahead of it, a call each.
+    slow = report.get("slow_summary_seconds", 30.0)
+    places = 2 * (run.get("max_background_folds") or report.get("fault_max_background_folds") or DEFAULT_MAX_RUNNING)
+    queue = -(-users // places) * slow
+    queue_limit = f"<= {users} sessions over {places} places x {slow:g} s = {queue:g} s"
+    settled = next((e["waited_seconds"] for e in run["events"] if e["event"] == "folds settled"), None)
+    settled_row = bounded(settled, SETTLE_TIMEOUT_SECONDS, f"< {SETTLE_TIMEOUT_SECONDS:g} s")
+    kept_folding = across and all_of(across["before_and_after"], across["before"])
+    killed_row = killed and all_of(killed["folded_since"], killed["messages"])
+    rejected_row = rejected and (
+        f"{rejected['retried_within_backoff']} after {rejected['folds']} rejected saves",
+        "0, after at least 1",
+        rejected["folds"] >= 1 and rejected["retried_within_backoff"] == 0,
     )
-    r.most_folds = at_most(ours["most_calls_in_one_fold"], most, f"<= Max Folds per Turn ({most})")
-    r.failed = stock["failed_turns"] + ours["failed_turns"]
-    r.outside = sum(window.get(f"{agent}_outside", 0) for agent in AGENTS)
-    r.problems, r.across = len(run["audit"]["problems"]), run.get("sessions_folding_across_fault")
-    r.killed, r.rejected = run.get("killed_fold"), run.get("rejected_saves")
-    r.settled = next((e["waited_seconds"] for e in run["events"] if e["event"] == "folds settled"), None)
+    restart_row = None
+    if across:  # the sessions that chatted on long enough after the restart to fold again (older results: all)
+        chatting = across.get("chatting_after", across["before"])
+        folded = across.get("chatting_after_and_folded", across["before_and_after"])
+        shown = f"{folded} of {chatting}; {across['before_and_after']} of all {across['before']} folded before"
+        restart_row = all_of(folded, chatting, shown)
+    targets = [
+        ("p95 turn time, Summarizing", "load", p95),
+        ("turns that waited for a summary call", "load", zero(ours["turns_waited"])),
+        ("failed turns, both agents", "load slow_summary summary_outage rejected_saves", zero(failed)),
+        # Only the database outage and the killed worker fail turns; the summary faults leave every turn running.
+        ("failed turns outside the fault, both agents", "pg_restart worker_kill", zero(outside)),
+        ("turns that waited for a summary call", "faults", zero(ours["turns_waited"])),
+        ("lost or doubled folds (audit problems)", "load faults", (len(audit["problems"]), "0", audit["holds"])),
+        ("RSS growth after warm-up", "load", bounded(run["rss_growth"], RSS_GROWTH, f"< {RSS_GROWTH:.0%}")),
+        ("summary calls within the back-off after a failed one, any worker", "summary_outage", zero(retried)),
+        ("most folds in one catch-up, the catch-up included", "summary_outage rejected_saves", most_folds),
+        ("summary calls within the back-off after a rejected save, any worker", "rejected_saves", rejected_row),
+        ("fold queue wait, max", "slow_summary", bounded(ours["fold_queue_wait_max_seconds"], queue, queue_limit)),
+        ("seconds until the folds settled after the last turn", "slow_summary", settled_row),
+        # Faults the sessions must outlast with their summaries.
+        ("sessions that folded before the fault and fold on after it", "worker_kill", kept_folding),
+        ("messages of the killed fold folded by a later fold", "worker_kill", killed_row),
+        (RESTART_TARGET, "pg_restart", restart_row),
+    ]
     rows, prefix = [], "" if where == "load" else f"{where}: "
-    for name, applies, check in TARGETS:
-        if (where in applies.split() or (where != "load" and "faults" in applies.split())) and (found := check(r)):
+    for name, applies, found in targets:
+        if (where in applies.split() or (where != "load" and "faults" in applies.split())) and found:
             measured, limit, holds = found
             rows.append({**row, "name": prefix + name, "measured": measured, "limit": limit, "holds": bool(holds)})
     return rows
@@ -682,10 +563,7 @@ def scored(report: dict[str, Any], backends: list[str]) -> None:
         print(f"{t['measured']} (target {t['limit']})")
 
 
-# The benchmark
-
-
-NUMBERS = {
+NUMBERS = {  # the numeric options (`--phase-seconds` and so on), all written to load.json
     "phase_seconds": 120.0,  # each load phase
     "think_seconds": 2.0,  # the mean pause between a reply and the next message
     "max_turns_per_user": 60,
@@ -705,26 +583,23 @@ NUMBERS = {
     "recovery_seconds": 50.0,
     "slow_summary_seconds": 30.0,
 }
-"""The numeric options (`--phase-seconds` and so on), all written to load.json."""
+
+
+def chosen(text: str, choices: tuple[str, ...]) -> list[str]:
+    names = list(choices) if text == "all" else [x for x in text.split(",") if x.strip() and text != "none"]
+    if unknown := set(names) - set(choices):
+        raise argparse.ArgumentTypeError(f"unknown: {sorted(unknown)}; choose from {choices}, all or none")
+    return names
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    def names(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
-        def parse(text: str) -> list[str]:
-            chosen = list(choices) if text == "all" else [x for x in text.split(",") if x.strip() and text != "none"]
-            if unknown := set(chosen) - set(choices):
-                raise argparse.ArgumentTypeError(f"unknown: {sorted(unknown)}; choose from {choices}, all or none")
-            return chosen
-
-        return parse
-
     parser = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n")[0])
     add = parser.add_argument
-    add("--backends", type=names(BACKENDS), default=list(BACKENDS))
+    add("--backends", type=lambda text: chosen(text, BACKENDS), default=list(BACKENDS))
     add("--users", type=lambda text: [int(x) for x in text.split(",") if x.strip()], default=[1, 2, 4, 6, 8, 10])
     for option, default in NUMBERS.items():
         add(f"--{option.replace('_', '-')}", type=type(default), default=default)
-    add("--faults", type=names(FAULTS), default=list(FAULTS))
+    add("--faults", type=lambda text: chosen(text, FAULTS), default=list(FAULTS))
     add("--out", type=Path, default=Path("benchmarks/results"))
     add("--keep-records", type=Path, help="copy each phase's model calls and turns and the servers' logs here")
     add("--server", nargs=3, metavar=("URL", "DATABASE_URL", "PID"), help="a running server's load phases only")
@@ -751,12 +626,11 @@ def with_earlier_parts(report: dict[str, Any], path: Path) -> dict[str, Any]:
     kept += ["fault_max_background_folds", "slow_summary_seconds"]
     if not report["faults"]:
         report |= {k: earlier[k] for k in kept if k in earlier}
+    # Some faults re-run: the others keep their saved results, each with the commit and places it ran with.
+    ran = {"commit": earlier.get("faults_commit", earlier.get("commit"))}
+    ran["max_background_folds"] = earlier.get("fault_max_background_folds")
     for name, fault in earlier["faults"].items():
-        # Some faults re-run: the others keep their saved results, each with the commit and places it ran with.
-        at = {"commit": earlier.get("faults_commit", earlier.get("commit"))}
-        report["faults"].setdefault(
-            name, {**at, "max_background_folds": earlier.get("fault_max_background_folds"), **fault}
-        )
+        report["faults"].setdefault(name, {**ran, **fault})
     return report
 
 
@@ -788,12 +662,12 @@ def main(argv: list[str] | None = None) -> int:
         for backend in [] if args.server else args.backends:
             with own_postgres() if backend == "postgres" else nullcontext() as pg:
                 if args.users:
-                    with langflow_server(backend, work_dir / backend, pg, args.max_background_folds) as (server, db):
+                    with langflow_server(work_dir / backend, pg, args.max_background_folds) as (server, db):
                         report["runs"][backend] = load_phases(server, db, backend, work_dir, args)
                 # The faults' server has fewer places for folds after the reply: with the few sessions this machine
                 # serves, more sessions fold at once than there are places, as with many more sessions.
                 if pg is not None and args.faults:
-                    with langflow_server(backend, work_dir / "faults", pg, places, FAULT_SERVER_LOGS) as (server, db):
+                    with langflow_server(work_dir / "faults", pg, places, FAULT_SERVER_LOGS) as (server, db):
                         for name in args.faults:
                             try:
                                 phase = fault_phase(name, args, server, db, pg, work_dir / "faults")
@@ -826,27 +700,20 @@ def load_phases(server: LangflowServer, engine: sa.Engine, backend: str, work_di
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(8, 4.5))
+    figure = Figure(figsize=(8, 4.5), layout="tight")
+    axis = figure.subplots()
     for backend, runs in report["runs"].items():
         for agent, style in (("stock", "--"), ("summarizing", "-")):
             xs, ys = [r["users_per_agent"] for r in runs], [r["agents"][agent]["p95_seconds"] for r in runs]
             axis.plot(xs, ys, style, marker="o", label=f"{agent}, {backend}")
-    title = f"p95 turn time against N: agent calls {report['agent_seconds']:g} s, summary calls"
-    axis.set(
-        xlabel="concurrent users per agent (N)",
-        ylabel="p95 turn time (s)",
-        title=f"{title} {report['summary_seconds']:g} s",
-    )
+    title = "p95 turn time against N: agent calls {:g} s, summary calls {:g} s"
+    axis.set(xlabel="concurrent users per agent (N)", ylabel="p95 turn time (s)")
+    axis.set_title(title.format(report["agent_seconds"], report["summary_seconds"]))
     axis.legend()
     axis.grid(alpha=0.3)
-    figure.tight_layout()
     figure.savefig(path, dpi=110)
-    plt.close(figure)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,9 @@
 """The load benchmark's offline model, run inside the Langflow server (the flow carries this module's source, so it
-is self-contained). Every message carries a marker `#<session>-u<n>#`, and a reply echoes it as `#<session>-a<n>#`.
-Agent calls sleep `agent_seconds`. Summary calls (the fold prompt's) sleep `summary_seconds` and answer with the
-marker of every message folded along the chain of saved summaries, one a line, for the audit. A JSON control file,
-rewritten by the benchmark while the server runs, overrides `summary_seconds` and fails them (`"fail_summary"`).
-Each call appends a JSON line to `record_path` when it starts and when it ends: pid, kind ("agent" or "summary"),
-session, the markers of the previous summary and of the folded messages, times, failure.
+is self-contained). A reply echoes the message's marker `#<session>-u<n>#` as `#<session>-a<n>#` after
+`agent_seconds`; a summary call (the fold prompt's) answers after `summary_seconds` with the marker of every message
+folded along the chain of saved summaries, one a line. The JSON file at `control_path`, rewritten while the server
+runs, overrides `summary_seconds` and fails summary calls (`"fail_summary"`). Each call appends a JSON line to
+`record_path` when it starts and when it ends (`tests.support.load_audit` reads them).
 """
 
 from __future__ import annotations
@@ -38,11 +37,7 @@ def read_control(path: str) -> dict:
 
 
 class LoadChatModel(BaseChatModel):
-    agent_seconds: float = 0.3
-    summary_seconds: float = 2.0
-    reply_words: int = 150
-    control_path: str = ""
-    record_path: str = ""
+    settings: dict  # the component's inputs, by name
 
     @property
     def _llm_type(self) -> str:
@@ -52,12 +47,11 @@ class LoadChatModel(BaseChatModel):
         return self
 
     def _record(self, record: dict) -> None:
-        with open(self.record_path, "a", encoding="utf-8") as records:
+        with open(self.settings["record_path"], "a", encoding="utf-8") as records:
             records.write(json.dumps(record) + "\n")
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-        msg = "the load benchmark model answers asynchronously only"
-        raise NotImplementedError(msg)
+        raise NotImplementedError("the load benchmark model answers asynchronously only")
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
         fold = isinstance(messages[0], SystemMessage) and str(messages[0].content).startswith(FOLD_PROMPT_START)
@@ -74,18 +68,17 @@ class LoadChatModel(BaseChatModel):
         failed = False
         try:
             if fold:
-                control = read_control(self.control_path)
-                await asyncio.sleep(float(control.get("summary_seconds", self.summary_seconds)))
-                failed = bool(control.get("fail_summary"))
-                if failed:
+                control = read_control(self.settings["control_path"] or "")
+                await asyncio.sleep(float(control.get("summary_seconds", self.settings["summary_seconds"] or 0)))
+                if failed := bool(control.get("fail_summary")):
                     raise RuntimeError("summary provider unavailable (load benchmark outage)")
                 # One marker a line: a session's whole list stays within the default Summary Word Budget (300).
                 summary = "\n".join(f"#{marker}#" for marker in previous + folded)
                 text = "```json\n" + json.dumps({"pinned": {}, "summary": summary}) + "\n```"
             else:
-                await asyncio.sleep(self.agent_seconds)
+                await asyncio.sleep(float(self.settings["agent_seconds"] or 0))
                 tag = f"#{folded[0].replace('-u', '-a')}# " if folded else ""
-                text = tag + " ".join(["Noted."] + ["checked"] * max(self.reply_words - 2, 0))
+                text = tag + " ".join(["Noted."] + ["checked"] * max(int(self.settings["reply_words"] or 0) - 2, 0))
         finally:
             self._record({**record, "event": "end", "end": time.time(), "failed": failed})
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
@@ -106,10 +99,4 @@ class LoadModelComponent(Component):
     outputs = [Output(display_name="Language Model", name="model_output", method="build_model")]  # noqa: RUF012
 
     def build_model(self) -> LanguageModel:
-        return LoadChatModel(
-            agent_seconds=float(self.agent_seconds or 0),
-            summary_seconds=float(self.summary_seconds or 0),
-            reply_words=int(self.reply_words or 0),
-            control_path=self.control_path or "",
-            record_path=self.record_path or "",
-        )
+        return LoadChatModel(settings={str(i.name): getattr(self, str(i.name)) for i in self.inputs})

@@ -1,7 +1,6 @@
 """A PostgreSQL server of the load benchmark's own, which its fault `pg_restart` stops and starts mid-run: `initdb`
-into a temporary directory, 127.0.0.1 on a free port, trust authentication, `pg_ctl`, all removed at the end; never a
-server that other people's tests share. `initdb` refuses to run as root (pytest-postgresql's executor runs it as the
-current user), so as root the commands run as `postgres`.
+into a temporary directory, 127.0.0.1 on a free port, trust authentication, all removed at the end; never a server
+that other people's tests share. `initdb` refuses to run as root, so as root the commands run as `postgres`.
 """
 
 from __future__ import annotations
@@ -22,10 +21,13 @@ USER = "postgres"
 
 
 class OwnPostgres:
-    def __init__(self, root: Path) -> None:
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="summarizing-agent-load-pg-"))
+        if os.geteuid() == 0:
+            shutil.chown(self.root, user=USER, group=USER)
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
-            self.root, self.port = root, probe.getsockname()[1]
+            self.port = probe.getsockname()[1]
         self.bin = Path(
             [shutil.which("pg_ctl") or "pg_ctl", *sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))][-1]
         )
@@ -54,10 +56,7 @@ class OwnPostgres:
 @contextmanager
 def own_postgres() -> Iterator[OwnPostgres]:
     """Create, start and yield a PostgreSQL server of this process's own; stop and remove it after."""
-    root = Path(tempfile.mkdtemp(prefix="summarizing-agent-load-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(root, user=USER, group=USER)
-    server = OwnPostgres(root)
+    server = OwnPostgres()
     try:
         server.run("initdb", "-U", USER, "--auth=trust", "-E", "UTF8", "--no-sync")
         server.start()
@@ -65,4 +64,4 @@ def own_postgres() -> Iterator[OwnPostgres]:
     finally:
         with suppress(subprocess.CalledProcessError):
             server.stop("immediate")
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(server.root, ignore_errors=True)

@@ -8,9 +8,12 @@ Every message the load benchmark sends carries a marker `#<session>-u<n>#`, the 
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -123,6 +126,17 @@ def first_difference(a: list[Any], b: list[Any]) -> str:
     return f"position {min(len(a), len(b))} (one list ends)"
 
 
+def read_calls(record_path: Path) -> list[dict[str, Any]]:
+    """The model's calls: each start record merged with its end record (none: cut off, as by a killed worker)."""
+    calls: dict[tuple[int, float, str], dict[str, Any]] = {}
+    for line in record_path.read_text(encoding="utf-8").splitlines() if record_path.exists() else []:
+        with suppress(ValueError):
+            record = json.loads(line)
+            call = calls.setdefault((record["pid"], record["start"], record["kind"]), {"end": None, "failed": None})
+            call.update({k: v for k, v in record.items() if k != "event"})
+    return sorted(calls.values(), key=lambda c: c["start"])
+
+
 def chain(call: dict[str, Any]) -> list[str]:
     """What a call's summary folds: the previous summary's markers and the ones it folded."""
     return call["previous"] + call["folded"]
@@ -130,6 +144,39 @@ def chain(call: dict[str, Any]) -> list[str]:
 
 def saved(call: dict[str, Any]) -> bool:
     return call["end"] is not None and not call["failed"]
+
+
+def on_final(call: dict[str, Any], final: dict[str, list[str]]) -> bool:
+    """The call's summary is where the session's stored summary (its markers: `final`) begins: its fold was saved."""
+    return final.get(call["session"], [])[: len(chain(call))] == chain(call)
+
+
+def turns_waited(turns: Sequence[Any], calls: Sequence[dict[str, Any]]) -> int:
+    """Turns (with `session`, `index`, `start`, `end`) that waited for a summary call: one of the session's, in the
+    worker that ran the turn, inside the turn before its first agent call (one in the other worker, or after the
+    reply, did not hold the turn up)."""
+    first_call = {c["folded"][0]: (c["start"], c["pid"]) for c in calls[::-1] if c["kind"] == "agent" and c["folded"]}
+    summary_calls = [c for c in calls if c["kind"] == "summary"]
+
+    def waited(turn: Any) -> bool:
+        until, pid = first_call.get(f"{turn.session}-u{turn.index}", (turn.end, None))
+        ran = [c for c in summary_calls if c["session"] == turn.session and pid in (None, c["pid"])]
+        return any(turn.start <= c["start"] and (c["end"] or turn.end) <= until for c in ran)
+
+    return sum(map(waited, turns))
+
+
+def fold_queue_waits(turns: Sequence[Any], summary_calls: Iterable[dict[str, Any]]) -> list[float]:
+    """For each fold's first summary call (not one folding on from the call before it in the same worker), the wait
+    since the end of the session's last turn before it that did not find a fold running (`busy`: it started none)."""
+    chains: dict[tuple[str, int], list[str] | None] = {}
+    waits, ordered = [], sorted(turns, key=lambda t: t.end)
+    for call in summary_calls:
+        if chains.get((call["session"], call["pid"])) != call["previous"] or not call["previous"]:
+            before = [t for t in ordered if t.session == call["session"] and t.end <= call["start"] and not t.busy]
+            waits += [call["start"] - before[-1].end] if before else []
+        chains[(call["session"], call["pid"])] = chain(call) if saved(call) else None
+    return waits
 
 
 def most_calls_in_one_fold(summary_calls: Iterable[dict[str, Any]], saved_counts: dict[str, set[int]]) -> int:

@@ -9,11 +9,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from tests.support.load_audit import most_calls_in_one_fold, rejected_saves
+from tests.support.load_audit import fold_queue_waits, most_calls_in_one_fold, rejected_saves, turns_waited
 
 ROOT = Path(__file__).resolve().parents[2]
 SAVED = json.loads((ROOT / "benchmarks" / "results" / "load.json").read_text())
@@ -189,3 +190,20 @@ def test_the_next_batch_of_the_same_fold_is_no_retry():
     assert rejected_saves(one_fold, 30.0, 90.0) == {"folds": 1, "retried_within_backoff": 0}
     # A save after the database accepts them again is no rejected one.
     assert rejected_saves([call(95.0, 97.0, [], ["a", "b"])], 30.0, 90.0) == {"folds": 0, "retried_within_backoff": 0}
+
+
+def turn(index: int, start: float, end: float, busy: bool = False) -> Any:
+    return SimpleNamespace(session="s1001", index=index, start=start, end=end, busy=busy)
+
+
+def test_a_turn_waited_only_for_a_summary_call_in_its_worker_before_its_first_agent_call():
+    agent = {**call(2.5, 3.0, [], ["s1001-u0"]), "kind": "agent"}
+    assert turns_waited([turn(0, 0.5, 3.2)], [call(1.0, 2.0, [], ["a"]), agent]) == 1
+    assert turns_waited([turn(0, 0.5, 3.2)], [call(1.0, 2.0, [], ["a"], pid=8), agent]) == 0, "the other worker"
+    assert turns_waited([turn(0, 0.5, 3.2)], [call(2.6, 3.1, [], ["a"]), agent]) == 0, "after the reply's call"
+
+
+def test_a_fold_waits_from_the_last_turn_that_did_not_find_a_fold_running_and_its_next_batch_not_at_all():
+    turns = [turn(0, 0.0, 3.0), turn(1, 4.0, 6.0, busy=True)]
+    batches = [call(7.0, 8.0, [], ["a", "b"]), call(8.01, 9.0, ["a", "b"], ["c"])]
+    assert fold_queue_waits(turns, batches) == [4.0]
