@@ -3,7 +3,7 @@
     python -m benchmarks.load [--backends sqlite,postgres] [--users 1,2,4] [--faults all|none|NAME,...]
 
 N users per agent (httpx) chat through the run API with both flows on one server: SQLite with one worker, PostgreSQL
-(`benchmarks.own_postgres`) with two; the offline model (`benchmarks.load_model`) runs inside it. Every session of a
+(a server of its own) with two; the offline model (`benchmarks.load_model`) runs inside it. Every session of a
 phase is audited (`tests.support.load_audit`; a failed audit exits 1). The faults run on PostgreSQL. Metrics and
 faults: docs/benchmarks.md, "Under load and faults". Writes `load.json` and `load.png` to `--out`, keeping the parts of
 a saved `load.json` it did not run. Every loop is bounded in count and time; only 127.0.0.1 is used.
@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import glob
 import json
 import os
 import random
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -35,9 +37,9 @@ from typing import Any
 import httpx
 import numpy as np
 import psutil
+import psycopg
 import sqlalchemy as sa
 
-from benchmarks.own_postgres import OwnPostgres, own_postgres
 from benchmarks.revision import commit
 from langflow_summarizing_agent.engine.report import BUSY_NOTE
 from langflow_summarizing_agent.engine.settings import DEFAULT_FOLD_BATCH, DEFAULT_MAX_FOLDS_PER_TURN
@@ -58,7 +60,7 @@ FAULT_MARGIN_SECONDS = 5.0  # a failed turn that ended this long after a fault i
 # worker's event loop); a database restart logs dozens, and both agents' turns waited 20 to 90 s.
 FAULT_SERVER_LOGS = {"LANGFLOW_LOG_ENV": "container"}
 FAULTS = ("slow_summary", "summary_outage", "rejected_saves", "worker_kill", "pg_restart")  # the restart last
-AGENTS, BACKENDS = ("stock", "summarizing"), ("sqlite", "postgres")
+AGENTS, BACKENDS, PG_USER = ("stock", "summarizing"), ("sqlite", "postgres"), "postgres"
 WINDOWS = {  # the events that open and close each fault but `slow_summary` (which lasts the whole phase)
     "pg_restart": ("postgres stopped", "postgres started"),
     "worker_kill": ("worker killed", "worker killed"),
@@ -155,6 +157,57 @@ def flow_data(agent: str, phase: Phase, args: Any) -> Any:
     for name in ours.SUMMARY_FIELDS if agent == "summarizing" else ():
         next(n for n in flow["data"]["nodes"] if n["id"] == "agent")["data"]["node"]["template"][name]["show"] = True
     return flow
+
+
+class OwnPostgres:
+    """A PostgreSQL server of this process's own, which the fault `pg_restart` stops and starts: `initdb` into a
+    temporary directory, 127.0.0.1 on a free port, trust authentication. `initdb` refuses to run as root: as root the
+    commands run as `postgres`."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="summarizing-agent-load-pg-"))
+        if os.geteuid() == 0:
+            shutil.chown(self.root, user=PG_USER, group=PG_USER)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.bin = Path(
+            [shutil.which("pg_ctl") or "pg_ctl", *sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))][-1]
+        )
+
+    def database_url(self, name: str) -> str:
+        """The SQLAlchemy URL of database `name`, created when missing."""
+        with psycopg.connect(f"postgresql://{PG_USER}@127.0.0.1:{self.port}/postgres", autocommit=True) as admin:
+            if admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+                admin.execute(f'CREATE DATABASE "{name}"')
+        return f"postgresql+psycopg://{PG_USER}@127.0.0.1:{self.port}/{name}"
+
+    def run(self, command: str, *options: str) -> None:
+        as_user = ["runuser", "-u", PG_USER, "--"] if os.geteuid() == 0 else []
+        command_line = [*as_user, str(self.bin.parent / command), "-D", str(self.root / "data"), *options]
+        subprocess.run(command_line, check=True, capture_output=True, timeout=60)
+
+    def start(self) -> None:
+        """Start it and wait until it accepts connections (`pg_ctl -w`)."""
+        settings = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c max_connections=200 -c fsync=off"
+        self.run("pg_ctl", "start", "-w", "-l", str(self.root / "postgres.log"), "-o", settings)
+
+    def stop(self, mode: str = "fast") -> None:
+        self.run("pg_ctl", "stop", "-w", "-m", mode)
+
+
+@contextmanager
+def own_postgres() -> Iterator[OwnPostgres]:
+    """Create, start and yield a PostgreSQL server of this process's own; stop and remove it after."""
+    server = OwnPostgres()
+    try:
+        server.run("initdb", "-U", PG_USER, "--auth=trust", "-E", "UTF8", "--no-sync")
+        server.start()
+        yield server
+    finally:
+        with suppress(subprocess.CalledProcessError):
+            server.stop("immediate")
+        shutil.rmtree(server.root, ignore_errors=True)
 
 
 @contextmanager
