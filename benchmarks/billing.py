@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from itertools import takewhile
 from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage
@@ -53,14 +54,11 @@ class PromptCache:
     def call(self, messages: list[BaseMessage], tools: list[Any]) -> tuple[int, int]:
         """Record a call; its input tokens and the tokens of it served from the cache."""
         blocks = _blocks(messages, tools)
-        shared = 0
-        for earlier in self.prompts:
-            common = 0
-            for (mine, count), (theirs, _) in zip(blocks, earlier, strict=False):
-                if mine != theirs:
-                    break
-                common += count
-            shared = max(shared, common)
+        # Each earlier call's leading blocks that this one repeats.
+        common = (
+            takewhile(lambda pair: pair[0] == pair[1], zip(blocks, earlier, strict=False)) for earlier in self.prompts
+        )
+        shared = max((sum(count for (_, count), _ in pairs) for pairs in common), default=0)
         self.prompts.append(blocks)
         return sum(count for _, count in blocks), cacheable(shared)
 

@@ -1,18 +1,15 @@
 """Fidelity of one replayed run: which stored messages reached the model, against the stock Agent's window.
 
-A turn is an exchange with an agent call (`/compact` has none, and its two messages are no part of the conversation).
-Stored messages are numbered in the order stored: exchange e's user message 2e, its reply 2e + 1; the benchmark model
-knows them by their unique texts (`benchmarks.model`).
-- Sent verbatim at turn t: the full text is a history message of the turn's first agent call (summary and cut
-  excerpts are not).
-- Stock window W(t): the `n_messages - 1` newest messages stored before t's input; it has filled once that many
-  precede the input. Over budget: W(t)'s messages alone, counted as the engine counts (`benchmarks.billing`), exceed
-  the history budget, so no agent could send the whole window.
+A turn is an exchange with an agent call (`/compact` has none; its two messages are no part of the conversation).
+Exchange e's user message is stored message 2e, its reply 2e + 1 (the model knows them by their unique texts).
+- Sent verbatim at turn t: in full, a history message of the turn's first agent call (summary, cut excerpts are not).
+- Stock window W(t): the `n_messages - 1` newest messages before t's input, filled once that many precede it. Over
+  budget: W(t)'s messages alone (counted as the engine counts) exceed the history budget; no agent could send them.
 - Previous exchange missing: one of the two newest messages before t's input is not sent verbatim; listed apart when
   those two alone exceed the budget (no agent can send them whole).
-- Folded: in the batch of a summary call that succeeded. Leaves the window at L(m): the first exchange after m whose
-  window no longer holds m. Never reached again: m left the window and was neither sent verbatim at an exchange
-  >= L(m) nor folded.
+- Folded: in the batch of a summary call that succeeded. m leaves the window at L(m), the first exchange after m whose
+  window no longer holds m. Never reached again: m left the window, was not sent verbatim at an exchange >= L(m), and
+  was not folded.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""Benchmark: the support session through a flow that builds its own prompt, with the stock Message History and the
-Summarizing Message History.
+"""Benchmark: the support session through a message history -> Prompt -> Language Model flow, no tools.
 
     python -m benchmarks.history_session [--backend sqlite|postgres] [--exchanges 60] [--out benchmarks/results]
 
-The support session and scripted model of `benchmarks.support_session`, each exchange a real graph run of Chat Input
-and a message history -> Prompt (`{memory}`, `{question}`) -> Language Model -> Chat Output. The model calls no tools
-and records its prompt less the question as the history. Writes `history_session_<backend>.json`.
+The stock Message History and the Summarizing Message History; the model records its prompt less the question as the
+history. Writes `history_session_<backend>.json`.
 """
 
 from __future__ import annotations
@@ -16,11 +14,12 @@ from typing import Any
 
 from benchmarks.model import BenchmarkChatModel, BenchmarkModelComponent
 from benchmarks.script import support_session
-from benchmarks.support_session import Run, compare, parse_args, replay, run_graph, save, write
+from benchmarks.support_session import Run, compare, parse_args, replay, run_graph, write
 from langflow_summarizing_agent.wiring import runtime
 from tests.support.services import langflow_services
 
 PROMPT = "You are a technical support assistant.\n\nThe conversation so far:\n{memory}\n\nThe customer's new message: "
+PROMPT += "{question}"
 RUNS = (
     Run("stock_100", "Message History n=100", False, 100),
     Run("stock_10", "Message History n=10", False, 10),
@@ -49,9 +48,7 @@ async def history_turn(run: Run, model: BenchmarkChatModel, text: str, settings:
     if run.summarizing:
         history.set(summary_model=model_component.build_model)
     prompt = PromptComponent(_id="prompt")
-    prompt.set(
-        template=PROMPT + "{question}", memory=history.retrieve_messages_as_text, question=chat_input.message_response
-    )
+    prompt.set(template=PROMPT, memory=history.retrieve_messages_as_text, question=chat_input.message_response)
     language_model = LanguageModelComponent(_id="language_model")
     language_model.set(model=model_component.build_model, input_value=prompt.build_prompt)
     chat_output = ChatOutput(_id="chat_output")
@@ -70,7 +67,7 @@ async def main_async(argv: list[str] | None = None) -> dict[str, Any]:
         for run in RUNS:
             runs[run.key] = (await replay(run, session, BenchmarkChatModel(), turn=history_turn)).metrics()
         compare(runs)
-        return write(save("history_session", args, runs), args)
+        return write("history_session", args, runs=runs)
 
 
 if __name__ == "__main__":

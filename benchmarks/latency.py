@@ -2,11 +2,8 @@
 
     python -m benchmarks.latency [--backend sqlite|postgres] [--exchanges 60] [--summary-seconds 2] [--out DIR]
 
-The support session through real graph runs in one process whose event loop outlives the turns, as on `langflow
-run`; agent calls answer at once, summary calls take `--summary-seconds`. Runs at n=10: the stock Agent; the
-Summarizing Agent folding after the reply with `--think-seconds` between exchanges (a person reading and typing); and
-folding inside the turn (as under `lfx run`). A turn waited for a summary call when one started and ended inside it
-before its first agent call. Writes `latency_<backend>.json`; timings are printed, never asserted.
+The support session's turns in one process whose event loop outlives them, as on `langflow run`; the runs and what a
+turn that waited is: docs/benchmarks.md, "Turn latency". Writes `latency_<backend>.json`.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from benchmarks import tables
 from benchmarks.memory_path import measure_memory_path
 from benchmarks.model import BenchmarkChatModel, is_fold_prompt
 from benchmarks.script import support_session
-from benchmarks.support_session import Run, parse_args, replay, save, write
+from benchmarks.support_session import Run, parse_args, replay, write
 from langflow_summarizing_agent.wiring.timing import Inline
 from tests.support.services import langflow_services
 
@@ -33,6 +30,7 @@ RUNS = (
     (Run("summarizing_10_after_reply", "Summarizing, fold after reply", True, 10), True),
     (Run("summarizing_10_inline", "Summarizing, fold in turn", True, 10), False),
 )
+KEPT = ("label", "errors", "total_input_tokens", "summary_calls_per_exchange", "calls")
 TARGETS = (
     ("steady_turns_waited", "==", 0, ("summarizing_10_after_reply",)),
     ("p95_vs_stock", "<=", 1.1, ("summarizing_10_after_reply",)),
@@ -48,7 +46,7 @@ class SlowSummaryModel(BenchmarkChatModel):
 
     async def _agenerate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
         if not is_fold_prompt(messages):
-            self.agent_starts.setdefault(self.plan.exchange if self.plan else -1, time.perf_counter())
+            self.agent_starts.setdefault(self.plan.index if self.plan else -1, time.perf_counter())
             return self._generate(messages, stop, run_manager, **kwargs)
         started = time.perf_counter()
         try:
@@ -77,22 +75,15 @@ async def main_async(argv: list[str] | None = None) -> dict[str, Any]:
             ]
             seconds = [end - start for _, start, end in result.turns]
             metrics = result.metrics()
-            runs[run.key] = {
-                **{
-                    key: metrics[key] for key in ("label", "errors", "total_input_tokens", "summary_calls_per_exchange")
-                },
-                **{f"p{q}_seconds": round(float(np.percentile(seconds, q)), 3) for q in (50, 95)},
-                "turns_waited": waited,
-                "steady_turns_waited": sum(index >= STEADY_FROM for index in waited),
-                "calls": metrics["calls"],
-            }
+            percentiles = {f"p{q}_seconds": round(float(np.percentile(seconds, q)), 3) for q in (50, 95)}
+            runs[run.key] = {key: metrics[key] for key in KEPT} | percentiles | {"turns_waited": waited}
+            runs[run.key]["steady_turns_waited"] = sum(index >= STEADY_FROM for index in waited)
         [cost] = await measure_memory_path([2 * len(session)], args.repeats)
         fixed_ms = max(cost["summarizing"]["ms"] - cost["stock"]["ms"], 0.0)
         ours, stock = runs["summarizing_10_after_reply"], runs["stock_10"]
         ours["p95_vs_stock"] = round((ours["p95_seconds"] - fixed_ms / 1000) / stock["p95_seconds"], 3)
-        report = save("latency", args, runs, summary_seconds=args.summary_seconds, fixed_ms=round(fixed_ms, 2))
-        report["targets"] = tables.check(TARGETS, runs)
-        return write(report, args)
+        more = {"summary_seconds": args.summary_seconds, "fixed_ms": round(fixed_ms, 2)}
+        return write("latency", args, **more, runs=runs, targets=tables.check(TARGETS, runs))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,8 @@
 """Memory-path cost: `get_memory_data()` of the Summarizing Agent against the stock Agent, and one state read/write.
 
-Sessions of N `message` rows are inserted directly, with a summary whose cursor sits just before the window, so the
-measured turns do not fold; Postgres is then analyzed, as autovacuum would. Each call runs on a fresh component under
-the flow and owner scope of a graph run, with the ready flow's model selection (`flows/summarizing_support_agent.json`,
-no API key: a turn that does not fold never builds the model). Calls are timed as `timeit` times them, with the
-garbage collector off; round trips are counted by `tests.support.round_trips`.
+Sessions of N rows inserted directly, with a summary whose cursor sits just before the window (the measured turns do
+not fold; Postgres then analyzed, as autovacuum would). Each call runs on a fresh component in a graph run's scope, with
+the ready flow's model selection (no API key: a turn that does not fold never builds the model).
 """
 
 from __future__ import annotations
@@ -106,8 +104,7 @@ def _memory_call(kind: str, flow_id: uuid.UUID, user_id: uuid.UUID, input_row: A
             raise RuntimeError(msg)
 
     async def call() -> Callable[[], None]:
-        history = await agent.get_memory_data()
-        return lambda: check(history)
+        return functools.partial(check, await agent.get_memory_data())
 
     return call
 
@@ -130,20 +127,13 @@ async def _store_session(flow_id: uuid.UUID, user_id: uuid.UUID, session_id: str
 
     start = datetime.now(timezone.utc) - timedelta(seconds=size)
     texts = [filler_message(index) for index in range(40)]
-    rows = [
-        MessageTable(
-            flow_id=flow_id,
-            user_id=user_id,
-            session_id=session_id,
-            sender="User" if (size - 1 - i) % 2 == 0 else "Machine",
-            sender_name="User" if (size - 1 - i) % 2 == 0 else "AI",
-            text=texts[2 * (i % 20) + (size - 1 - i) % 2],
-            files=[],
-            category="message",
-            timestamp=start + timedelta(seconds=i),
-        )
-        for i in range(size)
-    ]
+    scope: dict[str, Any] = {"flow_id": flow_id, "user_id": user_id, "session_id": session_id, "category": "message"}
+    rows = []
+    for i in range(size):
+        reply = (size - 1 - i) % 2  # the last row, the turn's input, is the user's
+        sender, name = ("Machine", "AI") if reply else ("User", "User")
+        text, at = texts[2 * (i % 20) + reply], start + timedelta(seconds=i)
+        rows.append(MessageTable(**scope, sender=sender, sender_name=name, text=text, files=[], timestamp=at))
     async with session_scope() as session:
         session.add_all(rows)
     await _analyze()
@@ -171,22 +161,14 @@ async def measure_state_io(sessions: int, repeats: int) -> dict[str, Any]:
     now = datetime.now(timezone.utc)
     flows = [(uuid.uuid4(), uuid.uuid4()) for _ in range(0, sessions, 100)]
     scopes = [Scope(*flows[i // 100], f"state-io-{i}") for i in range(sessions)]
-    common = {"created_at": now, "updated_at": now, "folded_count": 100, "version": 1, "failed_folds": 0}
-    state = [
-        {**common, "id": uuid.uuid4(), "summary": SUMMARY_TEXT, "pinned": PINNED, "context_id": NO_CONTEXT}
-        for _ in scopes
-    ]
+    state = {"created_at": now, "updated_at": now, "folded_count": 100, "version": 1, "failed_folds": 0}
+    state |= {"summary": SUMMARY_TEXT, "pinned": PINNED, "context_id": NO_CONTEXT}
     message = {"sender": "User", "sender_name": "User", "text": "hello", "timestamp": now, "files": [], "error": False}
     message |= {"edit": False, "is_output": False, "category": "message", "properties": {}, "content_blocks": []}
-    for table, rows in (
-        (SessionMemoryStateTable, state),
-        (MessageTable, [{**message, "id": uuid.uuid4()} for _ in scopes]),
-    ):
-        rows = [
-            {**row, "flow_id": s.flow_id, "user_id": s.user_id, "session_id": s.session_id}
-            for row, s in zip(rows, scopes, strict=True)
-        ]
-        async with get_db_service().engine.begin() as connection:
+    keys = [{"flow_id": s.flow_id, "user_id": s.user_id, "session_id": s.session_id} for s in scopes]
+    async with get_db_service().engine.begin() as connection:
+        for table, row in ((SessionMemoryStateTable, state), (MessageTable, message)):
+            rows = [{**row, "id": uuid.uuid4(), **key} for key in keys]
             for start in range(0, len(rows), 1_000):
                 await connection.execute(insert(table.__table__), rows[start : start + 1_000])  # type: ignore[union-attr]
     await _analyze()

@@ -1,11 +1,8 @@
-"""The benchmark's chat model: offline, scripted turn by turn, recording what every call received.
+"""The benchmark's chat model: offline, scripted turn by turn, behind both the agent and its folds (one prompt cache).
 
-It stands in for a provider behind both the agent and its folds (the component folds with the agent's own model, so
-both kinds of call share one prompt cache). Each call is recorded with its input tokens and cached tokens
-(`benchmarks.billing`, tools included when bound) and with the stored messages it received, by number
-(`benchmarks.fidelity.message_numbers`): for an agent call the history messages (between the system prompt and the
-current input) that are a stored message's full text; for a fold the messages of its `<conversation>` block (a text
-cut at `MAX_MESSAGE_CHARS` and ending " …" counts as its message).
+Each call is recorded with its input and cached tokens (`benchmarks.billing`) and the numbers of the stored messages
+it received (`benchmarks.fidelity`): an agent call's history messages that are a message's full text, a fold's
+`<conversation>` messages (a text cut at `MAX_MESSAGE_CHARS` and ending " …" counts as its message).
 """
 
 from __future__ import annotations
@@ -25,6 +22,7 @@ from lfx.io import Output
 from pydantic import Field
 
 from benchmarks.billing import COUNTER, PromptCache
+from benchmarks.script import Exchange
 from langflow_summarizing_agent.engine.prompt import FOLD_INSTRUCTION, FOLD_SYSTEM_PROMPT, SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.settings import DEFAULT_SUMMARY_WORDS, MAX_MESSAGE_CHARS
 
@@ -43,33 +41,17 @@ WORDS_PER_BULLET = 20
 
 
 @dataclass(frozen=True)
-class TurnPlan:
-    """What the model does in one exchange: `tool_calls` calculator calls, one per model call, then `reply`."""
-
-    exchange: int
-    reply: str
-    tool_calls: int = 0
-    expression: str = "2*2"
-
-
-@dataclass(frozen=True)
 class ModelCall:
     exchange: int
-    kind: str
-    """"agent" or "summary" (a fold)."""
+    kind: str  # "agent" or "summary" (a fold)
     input_tokens: int
     cached_tokens: int
-    first_facts: bool
-    """The input holds both facts of the session's first message (PRJ-123 and the EU cluster)."""
-    history_tokens: int = 0
-    """Agent call: tokens of the history part, as the engine counts them."""
-    verbatim: tuple[int, ...] = ()
-    """Agent call: numbers of the stored messages its history holds verbatim."""
-    folded: tuple[int, ...] = ()
-    """Summary call: numbers of the stored messages in its `<conversation>` block."""
+    first_facts: bool  # the input holds both facts of the session's first message (PRJ-123 and the EU cluster)
+    history_tokens: int = 0  # agent call: tokens of the history part, as the engine counts them
+    verbatim: tuple[int, ...] = ()  # agent call: numbers of the stored messages its history holds verbatim
+    folded: tuple[int, ...] = ()  # summary call: numbers of the stored messages in its `<conversation>` block
     failed: bool = False
-    on_prefix: bool = False
-    """Summary call: a fold on the agent's prefix (its last message is the fold instruction)."""
+    on_prefix: bool = False  # summary call: a fold on the agent's prefix (its last message is the fold instruction)
 
 
 def is_prefix_fold(messages: list[BaseMessage]) -> bool:
@@ -113,14 +95,12 @@ def history_part(messages: list[BaseMessage]) -> list[BaseMessage]:
 
 
 class BenchmarkChatModel(BaseChatModel):
-    """Answers agent calls from `plan` and folds with a deterministic summary; records every call.
+    """Answers agent calls from `plan` (its `tool_calls` calculator calls, one a call, then its reply) and folds with a
+    deterministic summary; records every call."""
 
-    `fail_summaries`: every fold raises, as a provider outage would. `caches` False: a provider that caches nothing.
-    """
-
-    plan: TurnPlan | None = None
-    fail_summaries: bool = False
-    caches: bool = True
+    plan: Exchange | None = None
+    fail_summaries: bool = False  # every fold raises, as a provider outage would
+    caches: bool = True  # False: a provider that caches nothing
     message_numbers: dict[str, int] = Field(default_factory=dict)
     calls: list[ModelCall] = Field(default_factory=list)
     tool_names: list[str] = Field(default_factory=list)
@@ -139,15 +119,14 @@ class BenchmarkChatModel(BaseChatModel):
     def _generate(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
     ) -> ChatResult:
-        if self.plan is None:
-            msg = "BenchmarkChatModel needs a TurnPlan before each exchange"
+        if (plan := self.plan) is None:
+            msg = "BenchmarkChatModel needs its plan, the exchange, before each exchange"
             raise RuntimeError(msg)
-        tools = kw.get("tools") or []
-        real, cached = self.prompt_cache.call(messages, tools)
+        real, cached = self.prompt_cache.call(messages, kw.get("tools") or [])
         cached = cached if self.caches else 0
         usage: Any = {"input_tokens": real, "output_tokens": 0, "total_tokens": real}
         usage["input_token_details"] = {"cache_read": cached}
-        record = {"exchange": self.plan.exchange, "input_tokens": real, "cached_tokens": cached}
+        record = {"exchange": plan.index, "input_tokens": real, "cached_tokens": cached}
         record["first_facts"] = holds_first_facts(messages)
         if is_fold_prompt(messages):
             on_prefix = is_prefix_fold(messages)
@@ -161,19 +140,17 @@ class BenchmarkChatModel(BaseChatModel):
                 raise RuntimeError(msg)
             answer = AIMessage(content=scripted_summary(data), usage_metadata=usage)
         elif len(messages) == 1 and isinstance(messages[0], HumanMessage):
-            answer = self._prompt(str(messages[0].content), record, usage)
+            answer = self._prompt(plan, str(messages[0].content), record, usage)
         else:
             history = history_part(messages)
             verbatim = tuple(self.message_numbers[t] for m in history if (t := str(m.content)) in self.message_numbers)
             self.calls.append(
                 ModelCall(**record, kind="agent", history_tokens=COUNTER.prompt(history), verbatim=verbatim)
             )
-            answer = self._agent_answer(messages, usage)
+            answer = self._agent_answer(plan, messages, usage)
         return ChatResult(generations=[ChatGeneration(message=answer)])
 
-    def _agent_answer(self, messages: list[BaseMessage], usage: Any) -> AIMessage:
-        plan = self.plan
-        assert plan is not None
+    def _agent_answer(self, plan: Exchange, messages: list[BaseMessage], usage: Any) -> AIMessage:
         last_human = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
         done = sum(1 for m in messages[last_human:] if isinstance(m, ToolMessage))
         if done >= plan.tool_calls:
@@ -181,18 +158,15 @@ class BenchmarkChatModel(BaseChatModel):
         if CALCULATOR_TOOL not in self.tool_names:
             msg = f"the Agent did not bind its calculator tool ({CALCULATOR_TOOL}); keep add_calculator_tool=True"
             raise RuntimeError(msg)
-        call = {"name": CALCULATOR_TOOL, "args": {"expression": plan.expression}, "id": f"call_{plan.exchange}_{done}"}
+        call = {"name": CALCULATOR_TOOL, "args": {"expression": plan.expression}, "id": f"call_{plan.index}_{done}"}
         return AIMessage(content="", tool_calls=[{**call, "type": "tool_call"}], usage_metadata=usage)
 
-    def _prompt(self, prompt: str, record: dict[str, Any], usage: Any) -> AIMessage:
+    def _prompt(self, plan: Exchange, prompt: str, record: dict[str, Any], usage: Any) -> AIMessage:
         """A flow that builds its own prompt (a message history into a Prompt): one user message, no tools. Its
         history is the prompt less the question; its verbatim messages those whose full text it holds."""
-        plan = self.plan
-        assert plan is not None
-        question = next((text for text, n in self.message_numbers.items() if n == 2 * plan.exchange), "")
-        history = "".join(prompt.rsplit(question, 1)) if question else prompt
+        history = "".join(prompt.rsplit(plan.user_text, 1))
         found = sorted(
-            (prompt.index(t), n) for t, n in self.message_numbers.items() if n < 2 * plan.exchange and t in prompt
+            (prompt.index(t), n) for t, n in self.message_numbers.items() if n < 2 * plan.index and t in prompt
         )
         verbatim = tuple(n for _, n in found)
         self.calls.append(ModelCall(**record, kind="agent", history_tokens=COUNTER.text(history), verbatim=verbatim))
@@ -210,16 +184,12 @@ class BenchmarkChatModel(BaseChatModel):
 
 
 def scripted_summary(data: str) -> str:
-    """A fold answer from the fold prompt's data: pinned facts by pattern, one bullet per user message.
-
-    Older bullets give way to newer ones so the summary stays just under the word budget, as a real
-    summarizer's would.
-    """
+    """A fold answer from the fold prompt's data: pinned facts by pattern, one bullet per user message, the oldest
+    bullets dropped to stay just under the word budget, as a real summarizer's would."""
     previous = _between(data, "Previous summary:\n<summary>\n", "\n</summary>")
-    batch = conversation_block(data)
     pinned: dict[str, str] = {}
     bullets = [line for line in previous.splitlines() if line.startswith("- ")]
-    for message in batch:
+    for message in conversation_block(data):
         text = message["text"]
         if project := PROJECT.search(text):
             pinned["project_id"] = project.group(0)
@@ -249,11 +219,7 @@ def _between(text: str, start: str, end: str) -> str:
 
 
 class BenchmarkModelComponent(Component):
-    """Hands a `BenchmarkChatModel` to the Agent's model input inside a graph run.
-
-    The model is set as `chat_model` after construction: a component input would be copied, and the benchmark
-    reads the calls off the very model object the Agent used.
-    """
+    """Hands its `chat_model`, set after construction (an input would be copied), to the Agent's model input."""
 
     display_name = "Benchmark Model"
     description = "Offline scripted chat model of the support-session benchmark."

@@ -2,11 +2,8 @@
 
     python -m benchmarks.support_session [--backend sqlite|postgres] [--exchanges 60] [--out benchmarks/results]
 
-Every exchange is a real lfx graph run (Chat Input -> agent -> Chat Output) on a fresh Langflow database (SQLite file
-or Postgres database), with the offline scripted model of `benchmarks.model`. Each run in `RUNS` replays its session;
-its tokens, bill (`benchmarks.billing`) and fidelity (`benchmarks.fidelity`) are measured, then the memory path
-(`benchmarks.memory_path`). Prints the tables of docs/benchmarks.md and every target with PASS/FAIL; writes
-`support_session_<backend>.json` and `.png` to `--out`. Timings are printed, never asserted.
+Each run in `RUNS` replays its session, one lfx graph run an exchange (docs/benchmarks.md, "The support session");
+prints its tables and targets; writes `support_session_<backend>.json` and `.png` to `--out`.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ import json
 import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +23,8 @@ import numpy as np
 from benchmarks import tables
 from benchmarks.billing import run_bill
 from benchmarks.fidelity import fidelity, message_numbers
-from benchmarks.memory_path import measure_memory_path, measure_state_io
-from benchmarks.model import BenchmarkChatModel, BenchmarkModelComponent, ModelCall, TurnPlan
+from benchmarks.memory_path import PINNED_KEYS, measure_memory_path, measure_state_io
+from benchmarks.model import BenchmarkChatModel, BenchmarkModelComponent, ModelCall
 from benchmarks.revision import commit
 from benchmarks.script import CHINESE, LOGS, LONG_MESSAGE_TOKENS, Exchange, support_session, switch_exchange
 from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX
@@ -38,7 +35,6 @@ from langflow_summarizing_agent.wiring.timing import AfterReply
 from tests.support.services import BACKENDS, database_backend, langflow_services
 
 LAST_EXCHANGES = 20
-PINNED_KEYS = ["project_id", "cluster"]
 
 
 @dataclass(frozen=True)
@@ -47,13 +43,10 @@ class Run:
     label: str
     summarizing: bool
     n_messages: int
-    session: str = "default"
-    """default, long (~1,500-token messages), compact (`/compact` half way), logs or chinese (`benchmarks.script`)."""
+    session: str = "default"  # a key of `SESSIONS`
     fail_summaries: bool = False
-    switched_on_late: bool = False
-    """The switch is off until `switch_exchange()`, then on, in the same session."""
-    caches: bool = True
-    """False: a provider that caches nothing (and reports no cached tokens)."""
+    switched_on_late: bool = False  # the switch is off until `switch_exchange()`, then on, in the same session
+    caches: bool = True  # False: a provider that caches nothing (and reports no cached tokens)
 
     def settings(self, exchange: int, exchanges: int) -> dict[str, Any]:
         settings: dict[str, Any] = {"n_messages": self.n_messages, "add_calculator_tool": True}
@@ -77,18 +70,24 @@ RUNS = (
     Run("summarizing_10_compact", "Summarizing, /compact", True, 10, "compact"),
     BASE_RUNS[3],
     *(
-        Run(
-            f"{run.key}_{session}".replace("_no_cache_", "_") + "_no_cache" * (not run.caches),
-            f"{run.label}, {session}",
-            run.summarizing,
-            run.n_messages,
-            session,
-            caches=run.caches,
+        replace(
+            run,
+            key=f"{run.key}_{session}".replace("_no_cache_", "_") + "_no_cache" * (not run.caches),
+            label=f"{run.label}, {session}",
+            session=session,
         )
         for session in (LOGS, CHINESE)
         for run in BASE_RUNS
     ),
 )
+SESSIONS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "long": {"message_tokens": LONG_MESSAGE_TOKENS},  # ~1,500-token messages
+    "compact": {"compact": True},  # `/compact` half way
+    LOGS: {"language": LOGS},  # short logs
+    CHINESE: {"language": CHINESE},
+}
+"""Each session's options of `benchmarks.script.support_session()`."""
 OURS = ("summarizing_10", f"summarizing_10_{LOGS}", f"summarizing_10_{CHINESE}")
 TARGETS = (
     ("total_vs_100", "<=", 0.15, ("summarizing_10",)),
@@ -107,17 +106,6 @@ TARGETS = (
     ("memory_path_ratio", "<=", 1.5, ("memory_path",)),
     ("round_trip_counts_over_sizes", "==", 1, ("memory_path",)),
 )
-"""Each target: metric, comparison, limit, and the runs (or the memory path) it applies to."""
-
-
-def sessions(exchanges: int) -> dict[str, list[Exchange]]:
-    return {
-        "default": support_session(exchanges),
-        "long": support_session(exchanges, message_tokens=LONG_MESSAGE_TOKENS),
-        "compact": support_session(exchanges, compact=True),
-        LOGS: support_session(exchanges, language=LOGS),
-        CHINESE: support_session(exchanges, language=CHINESE),
-    }
 
 
 @dataclass
@@ -127,10 +115,8 @@ class RunResult:
     calls: list[ModelCall]
     completed: int = 0
     errors: list[str] = field(default_factory=list)
-    turns: list[tuple[int, float, float]] = field(default_factory=list)
-    """Each answered exchange: its index, and when its graph run started and ended."""
-    inline_folds: list[int] = field(default_factory=list)
-    """Exchanges whose turn folded before the agent's call (it waited for a summary call)."""
+    turns: list[tuple[int, float, float]] = field(default_factory=list)  # answered exchanges: index, start, end
+    inline_folds: list[int] = field(default_factory=list)  # exchanges that folded before the agent's call
 
     def metrics(self) -> dict[str, Any]:
         agent = [c for c in self.calls if c.kind == "agent"]
@@ -139,7 +125,6 @@ class RunResult:
         recent = [c.input_tokens for c in agent if c.exchange > last - LAST_EXCHANGES]
         found = fidelity(self.session, self.calls, self.run.n_messages, BUDGET)
         previous_over = len(found["previous_exchange_over_budget_turns"])
-        least = found["stock_window_verbatim_min_within_budget"]
         return {
             "label": self.run.label,
             "session": self.run.session,
@@ -156,7 +141,7 @@ class RunResult:
             "max_history_tokens": max((c.history_tokens for c in agent), default=0),
             "first_facts_in_last_exchange": any(c.first_facts for c in agent if c.exchange == last),
             "turns_that_waited": len(self.inline_folds),
-            "window_messages_missed": found["stock_window"] - least if least is not None else found["stock_window"],
+            "window_messages_missed": found["stock_window"] - (found["stock_window_verbatim_min_within_budget"] or 0),
             "previous_exchange_missed": len(found["previous_exchange_missing_turns"]) - previous_over,
             **found,
             "never_reached_again": len(found["never_reached_again"]),
@@ -177,16 +162,15 @@ def compare(runs: dict[str, dict[str, Any]]) -> None:
 
 
 async def replay(run: Run, session: list[Exchange], model: BenchmarkChatModel, **options: Any) -> RunResult:
-    """The session through the run's flow (`turn`, default `agent_turn`), one graph run per exchange in a fresh flow,
-    owner and session. Folds run after the reply and end before the next exchange, unless `timing` says otherwise
-    or `pause` seconds (a person reading and typing) separate the exchanges."""
+    """The session through the run's flow (`turn`, default `agent_turn`), a graph run an exchange in a fresh flow, owner
+    and session. Folds run after the reply and end before the next exchange; `timing` and `pause` change that."""
     model.message_numbers = message_numbers(session)
     turn, pause, folds = options.get("turn", agent_turn), options.get("pause"), AfterReply()
     ids = (uuid.uuid4(), uuid.uuid4(), f"benchmark-{run.key}-{uuid.uuid4().hex[:8]}")
     result = RunResult(run, session, model.calls)
     with runtime.using(runtime.Runtime(timing=options.get("timing", folds))):
         for exchange in session:
-            model.plan = TurnPlan(exchange.index, exchange.reply, exchange.tool_calls, exchange.expression)
+            model.plan = exchange
             started = time.perf_counter()
             try:
                 # A task of its own, as Langflow's server runs a build: a fold after the reply starts when it ends.
@@ -210,13 +194,12 @@ async def replay(run: Run, session: list[Exchange], model: BenchmarkChatModel, *
 
 def _unexpected(exchange: Exchange, reply: str, calls: list[ModelCall]) -> str | None:
     """What went wrong with the exchange's reply, if anything; `/compact` is answered without an agent call."""
-    if not exchange.compact:
-        return None if reply == exchange.reply else f"unexpected reply {reply[:80]!r}"
-    if not reply.startswith(COMPACT_REPLY_PREFIX) or any(
-        c.exchange == exchange.index and c.kind == "agent" for c in calls
+    if exchange.compact and (
+        not reply.startswith(COMPACT_REPLY_PREFIX)
+        or any(c.exchange == exchange.index and c.kind == "agent" for c in calls)
     ):
         return f"/compact answered with {reply[:80]!r} or with an agent call"
-    return None
+    return None if exchange.compact or reply == exchange.reply else f"unexpected reply {reply[:80]!r}"
 
 
 async def agent_turn(run: Run, model: BenchmarkChatModel, text: str, settings: dict[str, Any], *ids: Any) -> Any:
@@ -243,41 +226,35 @@ async def run_graph(graph: Any, session_id: str, node: str) -> tuple[str, bool]:
     graph.session_id = session_id
     async for _ in graph.async_start():
         pass
-    vertex = graph.get_vertex(node)
     kept = turn_of(graph.get_vertex("history" if node == "language_model" else node).custom_component)
-    built = vertex.built_object
+    built = graph.get_vertex(node).built_object
     reply = built["text_output" if "text_output" in built else "response"].text
     return str(reply), kept is not None and kept.turn is not None and kept.turn.fold is not None
 
 
 def plot(results: dict[str, RunResult], path: Path, backend: str) -> None:
     """Input tokens per call and messages sent verbatim per turn, for the main runs of the default session."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, (calls, verbatim) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    figure = Figure(figsize=(10, 7))
+    calls, verbatim = figure.subplots(2, 1, sharex=True)
     for key in ("stock_100", "stock_10", "summarizing_10", "summarizing_10_switched"):
         result = results[key]
         for kind, marker in (("agent", ".-"), ("summary", "x")):
             points = [(c.exchange + 0.5 * (kind == "summary"), c.input_tokens) for c in result.calls if c.kind == kind]
             if points:
-                calls.plot(
-                    *zip(*points, strict=True), marker, markersize=4, linewidth=0.8, label=f"{result.run.label}: {kind}"
-                )
+                label = f"{result.run.label}: {kind}"
+                calls.plot(*zip(*points, strict=True), marker, markersize=4, linewidth=0.8, label=label)
         sent = fidelity(result.session, result.calls, result.run.n_messages, BUDGET)["verbatim_per_turn"]
         verbatim.step(range(len(sent)), [n or 0 for n in sent], where="mid", label=result.run.label)
-    calls.set_ylabel("input tokens per model call")
-    verbatim.set_ylabel("stored messages sent verbatim")
     verbatim.set_xlabel(f"exchange ({backend})")
-    for axes in (calls, verbatim):
+    for axes, ylabel in ((calls, "input tokens per model call"), (verbatim, "stored messages sent verbatim")):
+        axes.set_ylabel(ylabel)
         axes.grid(alpha=0.3)
         axes.legend(fontsize=7)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=80)
-    plt.close(figure)
 
 
 def parse_args(argv: list[str] | None, description: str = __doc__) -> argparse.ArgumentParser:
@@ -296,39 +273,32 @@ async def main_async(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--state-sessions", type=int, default=10_000, help="summaries stored for the state read")
     args = parser.parse_args(argv)
     async with langflow_services(args.backend):
-        scripted = sessions(args.exchanges)
-        results = {}
-        for run in RUNS:
-            model = BenchmarkChatModel(fail_summaries=run.fail_summaries, caches=run.caches)
-            results[run.key] = await replay(run, scripted[run.session], model)
+        scripted = {name: support_session(args.exchanges, **options) for name, options in SESSIONS.items()}
+        models = {run.key: BenchmarkChatModel(fail_summaries=run.fail_summaries, caches=run.caches) for run in RUNS}
+        results = {run.key: await replay(run, scripted[run.session], models[run.key]) for run in RUNS}
         runs = {key: result.metrics() for key, result in results.items()}
         compare(runs)
-        sizes = [int(size) for size in args.memory_sizes.split(",")]
-        costs = await measure_memory_path(sizes, args.repeats)
+        costs = await measure_memory_path([int(size) for size in args.memory_sizes.split(",")], args.repeats)
         memory = {
             "sizes": costs,
             "state_io": await measure_state_io(args.state_sessions, args.repeats),
             "memory_path_ratio": max(cost["ratio"] for cost in costs),
             "round_trip_counts_over_sizes": len({json.dumps(cost["summarizing"]["statements"]) for cost in costs}),
         }
-        report = save("support_session", args, runs, memory_path=memory, exchanges=len(scripted["default"]))
-        report["targets"] = tables.check(TARGETS, {**runs, "memory_path": memory})
+        targets = tables.check(TARGETS, {**runs, "memory_path": memory})
         plot(results, args.out / f"support_session_{database_backend()}.png", database_backend())
-        return write(report, args)
+        more = {"memory_path": memory, "exchanges": len(scripted["default"])}
+        return write("support_session", args, **more, runs=runs, targets=targets)
 
 
-def save(name: str, args: argparse.Namespace, runs: dict[str, Any], **more: Any) -> dict[str, Any]:
-    """A report: the command and commit it ran at, its backend, `runs` (less the calls unless `--calls`)."""
-    for metrics in runs.values():
-        if not args.calls:
-            metrics.pop("calls", None)
+def write(name: str, args: argparse.Namespace, **parts: Any) -> dict[str, Any]:
+    """Writes and prints the report: its command, commit and backend, then `parts` (runs' calls only with `--calls`)."""
+    for metrics in [] if args.calls else parts["runs"].values():
+        metrics.pop("calls", None)
     command = " ".join([f"python -m benchmarks.{name}", *sys.argv[1:]])
-    return {"name": name, "command": command, "commit": commit(), "backend": database_backend(), **more, "runs": runs}
-
-
-def write(report: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    report = {"name": name, "command": command, "commit": commit(), "backend": database_backend(), **parts}
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"{report['name']}_{report['backend']}.json"
+    path = args.out / f"{name}_{report['backend']}.json"
     path.write_text(json.dumps(report, indent=1) + "\n")
     print(tables.render(report), f"\nWrote {path}", sep="\n")
     return report

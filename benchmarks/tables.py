@@ -1,16 +1,14 @@
-"""The targets and tables of the benchmarks, from the results they saved; the blocks of docs/benchmarks.md and of
-the README.
+"""The benchmarks' targets, and the blocks of docs/benchmarks.md and the README from their saved results.
 
     python -m benchmarks.tables [--check]
 
-Each block between `<!-- tables:NAME -->` and `<!-- /tables:NAME -->` is rewritten from `benchmarks/results/*.json`
-by `BLOCKS[NAME]`, with a caption naming the command and commit of the results. `--check` writes nothing and exits 1
-when the page differs from what the results give.
+Each `<!-- tables:NAME -->` block is rewritten by `BLOCKS[NAME]`; `--check` writes nothing, exits 1 when a page differs.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import operator
 import re
@@ -47,7 +45,7 @@ LABELS = {
 
 
 def check(targets: tuple[tuple[str, str, Any, tuple[str, ...]], ...], subjects: dict[str, Any]) -> list[dict]:
-    """Each target (metric, comparison, limit, where) on each subject it applies to, with PASS or FAIL."""
+    """Each target (metric, comparison, limit, the runs or other subjects it is for) on each subject, passing or not."""
     return [
         {"metric": metric, "where": where, "limit": f"{op} {limit}", "measured": subjects[where][metric]}
         | {"pass": OPS[op](subjects[where][metric], limit)}
@@ -72,14 +70,14 @@ def load(name: str, required: bool = True) -> dict[str, Any]:
 
 
 def caption(*reports: dict[str, Any]) -> str:
-    """The commands and commits of `reports`; one command for both backends when only the backend differs."""
-    shown = [f"`{r['command']}` at `{r['commit']}`" for r in reports if r]
+    """The commands and commits of `reports`, each once; one command for both backends when only the backend differs."""
+    shown = list(dict.fromkeys(f"`{r['command']}` at `{r['commit']}`" for r in reports if r))
     both = {re.sub(r"--backend (sqlite|postgres)", "--backend sqlite|postgres", s) for s in shown}
     return "From " + (both.pop() if len(shown) > 1 and len(both) == 1 else "; ".join(shown)) + "."
 
 
-def num(value: float | None) -> str:
-    return NONE if value is None else f"{value:g}"
+def num(value: float | None, spec: str = "g") -> str:
+    return NONE if value is None else format(value, spec)
 
 
 def pct(value: float) -> str:
@@ -114,9 +112,8 @@ def targets_table(*reports: dict[str, Any]) -> list[str]:
     for report in filter(None, reports):
         for t in report["targets"]:
             row = rows.setdefault((t["metric"], t["limit"]), [LABELS[t["metric"]], {}, t["limit"], {}, True])
-            row[1][t["where"].replace("summarizing_10_", "").replace("summarizing_10", "default").replace("_", " ")] = (
-                None
-            )
+            where = t["where"].replace("summarizing_10_", "").replace("summarizing_10", "default")
+            row[1][where.replace("_", " ")] = None
             shown = f"{t['measured']:.3g}" if isinstance(t["measured"], float) else str(t["measured"])
             row[3].setdefault(t["where"], {})[shown] = None
             row[4] &= t["pass"]
@@ -139,40 +136,33 @@ def agreement(sqlite: dict[str, Any], postgres: dict[str, Any]) -> str:
     return f" SQLite; PostgreSQL: tokens within {apart:.2%}, fidelity {'the same' if same else 'differs'}."
 
 
-def support_session() -> list[str]:
-    sqlite, postgres = load("support_session_sqlite"), load("support_session_postgres", False)
+def backends(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The SQLite results of benchmark `name`, and its PostgreSQL ones if saved."""
+    return load(f"{name}_sqlite"), load(f"{name}_postgres", False)
+
+
+def runs_block(name: str) -> list[str]:
+    sqlite, postgres = backends(name)
     return [caption(sqlite, postgres) + agreement(sqlite, postgres), "", *runs_table(sqlite)]
 
 
 def memory_path() -> list[str]:
-    rows = []
-    for backend in ("sqlite", "postgres"):
-        memory = load(f"support_session_{backend}", backend == "sqlite").get("memory_path")
-        for c in memory["sizes"] if memory else []:
-            trips = [f"{c[k]['statements']} + {c[k]['commits']}" for k in ("stock", "summarizing")]
+    rows, reports = [], backends("support_session")
+    for backend, memory in [(r["backend"], r["memory_path"]) for r in reports if r.get("memory_path")]:
+        for c in memory["sizes"]:
+            trips = " / ".join(f"{c[k]['statements']} + {c[k]['commits']}" for k in ("stock", "summarizing"))
             rows.append([backend, f"{c['messages']:,}", f"{c['stock']['ms']:.2f}", f"{c['summarizing']['ms']:.2f}"])
-            rows[-1] += [f"{c['ratio']:.2f}x", " / ".join(trips)]
-        if memory:
-            state = memory["state_io"]
-            rows.append([backend, f"state, {state['sessions']:,} sessions", f"read {state['read']['ms']:.2f}"])
-            rows[-1] += [
-                f"write {state['write']['ms']:.2f}",
-                NONE,
-                f"{state['read']['statements']} / {state['write']['statements']}",
-            ]
+            rows[-1] += [f"{c['ratio']:.2f}x", trips]
+        read, write = memory["state_io"]["read"], memory["state_io"]["write"]
+        rows.append([backend, f"state, {memory['state_io']['sessions']:,} sessions", f"read {read['ms']:.2f}"])
+        rows[-1] += [f"write {write['ms']:.2f}", NONE, f"{read['statements']} / {write['statements']}"]
     header = ["backend", "stored messages", "Agent ms", "Summarizing ms", "ratio", "statements + commits"]
-    reports = load("support_session_sqlite"), load("support_session_postgres", False)
     return [caption(*reports), "", *table(header, rows)]
 
 
 def support_targets() -> list[str]:
-    reports = load("support_session_sqlite"), load("support_session_postgres", False)
+    reports = backends("support_session")
     return [caption(*reports), "", *targets_table(*reports)]
-
-
-def history_session() -> list[str]:
-    sqlite, postgres = load("history_session_sqlite"), load("history_session_postgres", False)
-    return [caption(sqlite, postgres) + agreement(sqlite, postgres), "", *runs_table(sqlite)]
 
 
 def latency() -> list[str]:
@@ -182,23 +172,12 @@ def latency() -> list[str]:
 
 
 def latency_table(report: dict[str, Any]) -> list[str]:
-    rows = [
-        [
-            r["label"],
-            f"{r['p50_seconds']:.3f}",
-            f"{r['p95_seconds']:.3f}",
-            len(r["turns_waited"]),
-            f"{r['total_input_tokens']:,}",
-            f"{r['summary_calls_per_exchange']:.3f}",
-        ]
-        for r in report["runs"].values()
-    ]
+    rows = []
+    for r in report["runs"].values():
+        rows.append([r["label"], f"{r['p50_seconds']:.3f}", f"{r['p95_seconds']:.3f}", len(r["turns_waited"])])
+        rows[-1] += [f"{r['total_input_tokens']:,}", f"{r['summary_calls_per_exchange']:.3f}"]
     header = ["run", "p50 turn s", "p95 turn s", "turns that waited", "input tokens", "summary calls/exchange"]
     return table(header, rows)
-
-
-def seconds(value: float | None) -> str:
-    return NONE if value is None else f"{value:.2f}"
 
 
 def load_results() -> list[str]:
@@ -209,7 +188,7 @@ def load_results() -> list[str]:
             stock, ours = phase["agents"]["stock"], phase["agents"]["summarizing"]
             rows.append(
                 [backend, phase["users_per_agent"], f"{stock['turns_per_second']:.2f} / {ours['turns_per_second']:.2f}"]
-                + [f"{seconds(stock[f'p{q}_seconds'])} / {seconds(ours[f'p{q}_seconds'])}" for q in (50, 95)]
+                + [f"{num(stock[f'p{q}_seconds'], '.2f')} / {num(ours[f'p{q}_seconds'], '.2f')}" for q in (50, 95)]
                 + [ours["turns_waited"], stock["failed_turns"] + ours["failed_turns"]]
                 + [f"{ours['summary_calls_per_exchange']:.3f}", pct(phase["rss_growth"]), phase["audit"]["holds"]]
             )
@@ -221,26 +200,16 @@ def load_results() -> list[str]:
         failed = f"{inside.get('stock_inside', NONE)} / {inside.get('summarizing_inside', NONE)}"
         faults.append([name, failed, ours["turns_waited"], ours["summary_calls"], ours["failed_summary_calls"]])
         faults[-1] += [ours["wasted_summary_calls"], fault["audit"]["holds"]]
-    header = [
-        "fault",
-        "failed turns in it, Agent / Summ.",
-        "waited",
-        "summary calls",
-        "failed",
-        "wasted",
-        "audit holds",
-    ]
+    header = ["fault", "failed turns in it, Agent / Summ.", "waited", "summary calls"]
+    lines += ["", *table([*header, "failed", "wasted", "audit holds"], faults)]
     grouped: dict[str, list[bool]] = {}
     for t in report["targets"] + report.get("fault_targets", []):
         name = f"fault {t['name'].split(':')[0]}: every target" if t in report.get("fault_targets", []) else t["name"]
         grouped.setdefault(name, []).append(t["holds"])
-    verdicts = [
-        [name, f"{sum(held)} of {len(held)}", "PASS" if all(held) else "FAIL"] for name, held in grouped.items()
-    ]
+    verdicts = [[name, f"{sum(h)} of {len(h)}", "PASS" if all(h) else "FAIL"] for name, h in grouped.items()]
     measured = [report["runs_measured"][b] for b in report["runs"]]
     measured += [{"command": report["faults_command"], "commit": report["faults_commit"]}]
-    measured = [dict(s) for s in dict.fromkeys(tuple((k, m[k]) for k in ("command", "commit")) for m in measured)]
-    return [caption(*measured), "", *lines, "", *table(header, faults), "", *table(["target", "held", ""], verdicts)]
+    return [caption(*measured), "", *lines, "", *table(["target", "held", ""], verdicts)]
 
 
 def minutes(value: float) -> str:
@@ -252,20 +221,19 @@ def suite() -> list[str]:
     rows = [[p["name"], p["tests"], minutes(p["seconds"])] for p in report["passes"]]
     rest = report["total_seconds"] - sum(p["seconds"] for p in report["passes"])
     tests = sum(p["tests"] for p in report["passes"])
-    rows += [["the install and the system packages", NONE, minutes(rest)], ["`.ci/run`", tests, minutes(rest)]]
-    rows[-1][2] = minutes(report["total_seconds"])
-    shown = (
-        f"{caption(report)[:-1]}, from a clean clone on {report['cpus']} CPUs{'' if report['passed'] else ', FAILED'}."
-    )
+    rows += [["the install and the system packages", NONE, minutes(rest)]]
+    rows += [["`.ci/run`", tests, minutes(report["total_seconds"])]]
+    failed = "" if report["passed"] else ", FAILED"
+    shown = f"{caption(report)[:-1]}, from a clean clone on {report['cpus']} CPUs{failed}."
     return [shown, "", *table(["part", "tests", "time"], rows)]
 
 
 BLOCKS: dict[str, Callable[[], list[str]]] = {
     "suite": suite,
-    "support_session": support_session,
+    "support_session": functools.partial(runs_block, "support_session"),
     "memory_path": memory_path,
     "support_targets": support_targets,
-    "history_session": history_session,
+    "history_session": functools.partial(runs_block, "history_session"),
     "latency": latency,
     "load": load_results,
 }
