@@ -220,10 +220,11 @@ async def _a_waiting_fold_takes_the_turns_job(folds: AfterReply) -> None:
 # The fold on the agent's prefix
 
 
-async def _session_folding_after_replies(cached_share: float, folds: AfterReply) -> Any:
-    session = scripted_session(
-        {**GRAPH_SETTINGS, "pinned_keys": ["project_id"]}, reported_cached_share=cached_share, reply="Noted."
-    )
+async def _session_folding_after_replies(
+    cached_share: float, folds: AfterReply, agent: dict[str, Any] | None = None, **model: Any
+) -> Any:
+    settings = {**GRAPH_SETTINGS, "pinned_keys": ["project_id"], **(agent or {})}
+    session = scripted_session(settings, reported_cached_share=cached_share, reply="Noted.", **model)
     await say(session, "Our project is PRJ-123.")
     for number in range(8):
         await say(session, f"question {number}")
@@ -254,6 +255,25 @@ async def test_a_fold_after_the_reply_sends_the_agents_prefix_unchanged_when_the
     reply = await say(session, "and now?")
     assert reply == "Noted."
     assert SUMMARY_PREFIX in str(model.agent_calls[-1][1].content)
+
+
+async def test_a_fold_on_the_prefix_answered_with_a_tool_call_is_asked_again_quoted_without_tools(
+    langflow_db: LangflowDatabase, background_folds: AfterReply
+) -> None:
+    tool_call = AIMessage(content="", tool_calls=[{"name": "evaluate_expression", "args": {}, "id": "call_1"}])
+    session = await _session_folding_after_replies(
+        0.5, background_folds, {"add_calculator_tool": True}, fold_script=[tool_call]
+    )
+    model = session.model
+    on_prefix, quoted = (i for i, call in enumerate(model.calls) if is_fold_prompt(call))
+
+    assert is_prefix_fold(model.calls[on_prefix])
+    assert model.tools[on_prefix] == model.tools[on_prefix - 1] != [], "the agent's tools, as its call had them"
+    assert model.tool_choices[on_prefix] == "none"
+    assert str(model.calls[quoted][0].content).startswith(FOLD_PROMPT_START)
+    assert model.tools[quoted] == []
+    state = await stored_summary(flow_id=session.flow_id, user_id=session.user_id, session_id=session.session_id)
+    assert state is not None and state.pinned == {"project_id": "PRJ-123"} and state.failed_folds == 0
 
 
 async def test_without_a_caching_provider_the_fold_quotes_its_batch(

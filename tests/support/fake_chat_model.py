@@ -168,8 +168,8 @@ class FakeChatModel(BaseChatModel):
     Agent calls wait `reply_delay` seconds before they are recorded (a streamed call in LangChain's worker thread).
     Fold calls wait `fold_delay` seconds (async) and for `fold_gate.wait()` (an `asyncio.Event`, say), then raise if
     `fail_folds`, else take the next answer of `fold_script` (a text, an exception to raise, a function of the
-    `FoldPrompt`, or None for the default), else the `fold_answer`: "facts" (`facts_answer`), "list" (`list_answer`)
-    or a function of the `FoldPrompt`.
+    `FoldPrompt`, an `AIMessage` answered as it is, such as a tool call, or None for the default), else the
+    `fold_answer`: "facts" (`facts_answer`), "list" (`list_answer`) or a function of the `FoldPrompt`.
     """
 
     reply: str = "Noted."
@@ -189,6 +189,8 @@ class FakeChatModel(BaseChatModel):
     calls: list = Field(default_factory=list)
     tools: list = Field(default_factory=list)
     """The tools bound to each call, in call order."""
+    tool_choices: list = Field(default_factory=list)
+    """The `tool_choice` bound to each call (None when none is), in call order."""
 
     @field_validator("echo")
     @classmethod
@@ -211,10 +213,9 @@ class FakeChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "fake-chat-model"
 
-    def bind_tools(self, tools, **kwargs):
-        return self.bind(
-            tools=[tool if isinstance(tool, dict) else {"name": getattr(tool, "name", "")} for tool in tools]
-        )
+    def bind_tools(self, tools, *, tool_choice=None, **kwargs):
+        formatted = [tool if isinstance(tool, dict) else {"name": getattr(tool, "name", "")} for tool in tools]
+        return self.bind(tools=formatted, **({"tool_choice": tool_choice} if tool_choice is not None else {}))
 
     @property
     def agent_calls(self) -> list:
@@ -239,7 +240,7 @@ class FakeChatModel(BaseChatModel):
             with open(self.record_path, "a", encoding="utf-8") as records:
                 records.write(json.dumps(record) + "\n")
 
-    def _answer(self, messages: list) -> str:
+    def _answer(self, messages: list) -> str | AIMessage:
         if not is_fold_prompt(messages):
             return self._agent_answer(messages)
         if self.fail_folds:
@@ -247,7 +248,7 @@ class FakeChatModel(BaseChatModel):
         scripted = self.fold_script.pop(0) if self.fold_script else None
         if isinstance(scripted, BaseException):
             raise scripted
-        if isinstance(scripted, str):
+        if isinstance(scripted, str | AIMessage):
             return scripted
         answer = scripted or FOLD_ANSWERS.get(self.fold_answer, self.fold_answer)
         return answer(parse_fold_prompt(messages))
@@ -265,14 +266,18 @@ class FakeChatModel(BaseChatModel):
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):
         self.tools.append(kwargs.get("tools") or [])
+        self.tool_choices.append(kwargs.get("tool_choice"))
         self._record(messages)
         return ChatResult(generations=[ChatGeneration(message=self._reply(messages, self._answer(messages)))])
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
         self.tools.append(kwargs.get("tools") or [])
+        self.tool_choices.append(kwargs.get("tool_choice"))
         return ChatResult(generations=[ChatGeneration(message=self._reply(messages, await self.respond(messages)))])
 
-    def _reply(self, messages: list, text: str) -> AIMessage:
+    def _reply(self, messages: list, text: str | AIMessage) -> AIMessage:
+        if isinstance(text, AIMessage):
+            return text
         if self.reported_cached_share < 0:
             return AIMessage(content=text)
         tokens = round(counter_for("gpt-4o-mini").raw_prompt(messages) * self.reported_scale)
@@ -302,6 +307,7 @@ class FakeChatModel(BaseChatModel):
             time.sleep(self.reply_delay)  # LangChain runs a synchronous stream in a worker thread
         self._record(messages)
         self.tools.append(kwargs.get("tools") or [])
+        self.tool_choices.append(kwargs.get("tool_choice"))
         words = self._answer(messages).split(" ")
         usage = self._reply(messages, "").usage_metadata
         for index, word in enumerate(words):

@@ -248,6 +248,55 @@ async def test_waiting_for_a_session_waits_for_the_fold_that_follows_its_running
     assert following.started.is_set() and not folds.running("session")
 
 
+class OtherWorker:
+    """The session's fold lock held by another worker until `done` is set: a job that finds it answers how to wait
+    for it (`FoldsElsewhere`), then folds; `places_taken` says whether this worker's place was held meanwhile."""
+
+    def __init__(self, folds: AfterReply) -> None:
+        self.folds, self.done, self.runs, self.places_taken = folds, asyncio.Event(), 0, []
+
+    async def ended(self) -> bool:
+        self.places_taken.append(folds_running := self.folds._place().locked())
+        await self.done.wait()
+        return not folds_running
+
+    async def job(self) -> CatchUp | timing.FoldsElsewhere | None:
+        self.runs += 1
+        if not self.done.is_set():
+            return timing.FoldsElsewhere(self.ended)
+        return (await prepare_history(chat(8), RecordingSummarizer(), settings())).fold
+
+
+async def test_a_fold_that_finds_the_sessions_fold_in_another_worker_follows_it_without_holding_a_place() -> None:
+    # Otherwise what the turns on this worker left waits for another turn, which may never come (seen in the load
+    # benchmark: two workers, a 30 s summary model, a session's last turns on the worker not running its fold).
+    folds = AfterReply(max_running=1)
+    elsewhere = OtherWorker(folds)
+    folds.start("session", elsewhere.job)
+    await asyncio.sleep(0.05)
+    assert folds.running("session") and elsewhere.runs == 1
+    elsewhere.done.set()
+    await folds.wait("session")
+
+    assert elsewhere.runs == 2, "the fold ran again once the other worker's fold ended"
+    assert elsewhere.places_taken == [False], "it waited without holding one of the worker's places"
+    outcome = folds.previous("session")
+    assert outcome is not None and outcome.calls == 1
+
+
+async def test_a_newer_turns_fold_here_takes_over_from_the_one_waiting_for_another_worker() -> None:
+    folds = AfterReply()
+    elsewhere, newer = OtherWorker(folds), Gate()
+    folds.start("session", elsewhere.job)
+    await asyncio.sleep(0.05)
+    folds.start("session", newer.fold)
+    newer.opened.set()
+    elsewhere.done.set()
+    await folds.wait("session")
+
+    assert elsewhere.runs == 1 and newer.started.is_set(), "only the newest turn's fold follows"
+
+
 async def test_the_process_runs_at_most_max_running_folds_at_once() -> None:
     folds = AfterReply(max_running=1)
     first, second = Gate(), Gate()

@@ -13,10 +13,11 @@ from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND, COMPACT_REPL
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.records import Summary, utcnow
 from langflow_summarizing_agent.engine.report import problems
-from langflow_summarizing_agent.engine.settings import FoldSettings
-from langflow_summarizing_agent.engine.tokens import CUT_MARKER, ESTIMATE
+from langflow_summarizing_agent.engine.settings import FoldSettings, settings_from
+from langflow_summarizing_agent.engine.tokens import CUT_MARKER, ESTIMATE, counter_for
 from langflow_summarizing_agent.engine.turn import Turn, compact, fold_if_due
 from tests.support.fakes import InMemoryStore, RecordingSummarizer, make_messages
+from tests.unit.test_tokens import log_text, prose_text
 
 PINNED = ("project_id", "cluster")
 
@@ -339,10 +340,10 @@ async def test_a_message_larger_than_the_budget_is_sent_cut_while_in_the_window_
     log_id = store.messages_stored[4].id
     cut = [m for m in turn.plan.send if m.id == log_id]
     assert cut and cut[0].text.startswith("here is the log:") and cut[0].text.endswith(CUT_MARKER)
-    # The newest exchange is whole; what the log crowds out is folded, never the log while it is shown.
-    assert ids(turn.plan.send)[-1] == store.messages_stored[5].id
-    assert not turn.summary.covers(store.messages_stored[4])
-    assert turn.summary.covers(store.messages_stored[3])
+    # Cut to half of what the budget leaves after the summary message, the log leaves room for the rest of the
+    # window: nothing is crowded out, nothing is folded.
+    assert ids(turn.plan.send) == ids(store.messages_stored)
+    assert turn.fold is None
     assert turn.plan.not_summarized == 0
 
     for _ in range(5):
@@ -352,6 +353,26 @@ async def test_a_message_larger_than_the_budget_is_sent_cut_while_in_the_window_
     assert log_id not in ids(later.plan.send)
     assert later.summary.covers(store.messages_stored[4])
     assert any("here is the log" in str(prompt[1].content) for prompt in summarizer.prompts)
+
+
+async def test_with_a_prompt_cache_a_big_message_in_the_window_does_not_fold_by_budget_again_and_again():
+    """The issue's session at the defaults: ~250-token messages, a ~2,500-token log pasted at exchange 10. Past 80%
+    of the budget a fold that frees little (the log stays in the window) waits until a message would be left out,
+    so the log's stay in the window costs one budget fold, and the model never sees less."""
+    settings = settings_from({"n_messages": 10}, counter=counter_for("gpt-4o-mini"), prompt_cache=True)
+    store = InMemoryStore()
+    summarizer = RecordingSummarizer()
+    folds = {}
+    for exchange in range(24):
+        store.add(log_text(exchange, 2_500) if exchange == 10 else prose_text(2 * exchange, 250))
+        store.add(prose_text(2 * exchange + 1, 250))
+        turn = await fold_if_due(store, summarizer, settings, failures=SaveFailures())
+        assert turn.plan.not_summarized == 0 and turn.plan.window_sent == turn.plan.window
+        if turn.fold is not None:
+            folds[exchange] = turn.fold.folded
+
+    assert [exchange for exchange in folds if 10 < exchange < 20] == [14], folds
+    assert folds[14] >= settings.fold_batch // 2, "the fold takes the log and what waited beside it"
 
 
 async def test_compact_folds_everything_older_than_the_window_regardless_of_threshold():

@@ -6,20 +6,24 @@ mid-session and another run saving between a turn's read and its write. After ev
 - the window (the newest `n_messages - 1` messages, `/compact` exchanges left out) goes whole and word for word
   whenever it fits the History Token Budget after the summary message;
 - the newest exchange always goes, cut with `CUT_MARKER` only when it must be;
+- a message cut to fit is cut at the same point on every turn that sends it cut (while the summary message keeps
+  within its reserve);
 - the history tokens are within the budget and reported honestly;
 - every message older than what is sent is folded or counted, exactly, in the summary message's note, and counted
   only while folds fail or wait;
 - folds run from the cursor forwards, take no message twice, no window message their plan shows and no `/compact`
-  exchange, run only when due and make at most Max Folds per Turn summarizer calls.
+  exchange, run only when due and make at most Max Folds per Turn summarizer calls; with a provider that caches
+  prompts, an early budget fold frees enough of the budget or brings a message left out to the model.
 
-Every message starts with a unique tag (`#12 `), so the fold prompt's cut texts still say which message they are.
+It also checks, over generated sessions, that after the fold that planned with the reply the next turn folds nothing
+inline. Every message starts with a unique tag (`#12 `), so the fold prompt's cut texts still say which message they
+are. The generated sessions and their helpers are in `plan_sessions.py`; the sessions the machine found, written out
+small, in `test_plan_examples.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,139 +32,45 @@ from unittest.mock import patch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.messages import BaseMessage
 
 from langflow_summarizing_agent.engine import fold as engine_fold
-from langflow_summarizing_agent.engine import plan as engine_plan
 from langflow_summarizing_agent.engine import turn as engine_turn
 from langflow_summarizing_agent.engine.fold import SaveFailures
 from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND, COMPACT_REPLY_PREFIX, Plan, TurnRead
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX, render_summary_message
 from langflow_summarizing_agent.engine.records import Role, StoredMessage, Summary
 from langflow_summarizing_agent.engine.report import problems
-from langflow_summarizing_agent.engine.settings import DEFAULT_BUDGET_TRIGGER_SHARE, MAX_MESSAGES_PER_FOLD, FoldSettings
-from langflow_summarizing_agent.engine.tokens import CUT_MARKER
+from langflow_summarizing_agent.engine.settings import (
+    BUDGET_TARGET_SHARE,
+    DEFAULT_BUDGET_TRIGGER_SHARE,
+    MAX_MESSAGES_PER_FOLD,
+    FoldSettings,
+)
 from langflow_summarizing_agent.engine.turn import Turn, fold_if_due, read_and_plan
 from langflow_summarizing_agent.engine.turn import compact as compact_turn
-from tests.support.fake_chat_model import parse_fold_prompt
 from tests.support.fakes import T0, InMemoryStore, RecordingSummarizer, make_messages
-
-PINNED = ("project_id", "cluster")
-ROLES: tuple[Role, Role] = ("user", "assistant")
-TAG = re.compile(r"#(\d+) ")
-FILLER = "lorem ipsum dolor sit amet "
-COMPACT = "compact"
-PLAN_TURN = engine_plan.plan_turn
-PLAN_COMPACTION = engine_plan.plan_compaction
-
-
-def tagged_text(index: int, tokens: int) -> str:
-    """About `tokens` tokens of text (4 characters each) that starts with the message's own tag."""
-    tag = f"#{index} "
-    length = max(tokens * 4 - len(tag), 0)
-    return tag + (FILLER * (length // len(FILLER) + 1))[:length]
-
-
-def message_id(index: int) -> str:
-    return f"m{index:06d}"
-
-
-def is_compaction_exchange(message: StoredMessage) -> bool:
-    """`/compact` and its reply, by the public contract."""
-    if message.role == "user":
-        return message.text.strip() == COMPACT_COMMAND
-    return message.text.strip().startswith(COMPACT_REPLY_PREFIX)
-
-
-def message_tokens(message: StoredMessage) -> int:
-    """Tokens as LangChain's approximate counter counts them: the unit of History Token Budget."""
-    as_sent = HumanMessage(content=message.text) if message.role == "user" else AIMessage(content=message.text)
-    return count_tokens_approximately([as_sent])
-
-
-def text_tokens(text: str) -> int:
-    return count_tokens_approximately([HumanMessage(content=text)])
-
-
-@st.composite
-def fold_settings(draw: st.DrawFn) -> FoldSettings:
-    chosen = FoldSettings(
-        n_messages=draw(st.integers(1, 30)),
-        fold_batch=draw(st.integers(1, 20)),
-        summary_words=draw(st.sampled_from([20, 60, 300])),
-        pinned_keys=draw(st.sampled_from([(), PINNED])),
-        max_folds_per_turn=draw(st.integers(1, 4)),
-        max_messages_per_fold=draw(st.one_of(st.integers(1, 5), st.just(MAX_MESSAGES_PER_FOLD))),
-        history_token_budget=0,
-    )
-    least = max(chosen.summary_reserve + chosen.newest_exchange_tokens, 200)
-    budget = draw(st.one_of(st.just(0), st.integers(least, least + 1_500), st.integers(least, 20_000)))
-    return replace(chosen, history_token_budget=budget)
-
-
-message_sizes = st.one_of(st.integers(1, 300), st.integers(1, 20_000))
-"""Tokens per message: mostly chat-sized, sometimes a pasted log larger than any budget."""
-
-history_events = st.lists(st.one_of(message_sizes, st.just(COMPACT)), max_size=40)
-"""Messages stored before the switch is turned on, `/compact` exchanges among them."""
-
-failures = st.sampled_from(
-    [
-        RuntimeError("provider down"),
-        asyncio.TimeoutError(),
-        "",
-        "{oops",
-        '{"pinned": "x", "summary": "s"}',
-        '{"pinned": {}}',
-    ]
+from tests.unit.plan_sessions import (
+    COMPACT,
+    PLAN_COMPACTION,
+    PLAN_TURN,
+    ROLES,
+    failures,
+    fold_batch_ids,
+    fold_calls,
+    fold_settings,
+    folded,
+    history_events,
+    is_compaction_exchange,
+    is_cut_of,
+    long_answers,
+    message_id,
+    message_sizes,
+    message_tokens,
+    note,
+    tagged_text,
+    text_tokens,
 )
-
-
-@st.composite
-def long_answers(draw: st.DrawFn) -> str:
-    """A usable answer whose summary may take far more tokens than the Summary Word Budget reserves."""
-    words = draw(st.integers(1, 400))
-    word_length = draw(st.integers(1, 60))
-    pinned = {key: "v" * draw(st.integers(0, 600)) for key in PINNED}
-    return json.dumps({"pinned": pinned, "summary": "- " + " ".join(["w" * word_length] * words)})
-
-
-def fold_batch_ids(prompt: list[BaseMessage]) -> list[str]:
-    """The ids of the messages a fold prompt quotes, read from their tags; `/compact` exchanges by their text."""
-    ids = []
-    for item in parse_fold_prompt(prompt).conversation:
-        text = item["text"].strip()
-        if text == COMPACT_COMMAND or text.startswith(COMPACT_REPLY_PREFIX):
-            ids.append(text)
-            continue
-        tag = TAG.match(item["text"])
-        assert tag, f"a fold prompt quotes a message without its tag: {item['text'][:40]!r}"
-        ids.append(message_id(int(tag.group(1))))
-    return ids
-
-
-def session_of(*messages: tuple[Role, str]) -> InMemoryStore:
-    return InMemoryStore(
-        [StoredMessage(message_id(i), T0 + timedelta(seconds=i), role, text) for i, (role, text) in enumerate(messages)]
-    )
-
-
-def note(count: int) -> str:
-    noun = "message is" if count == 1 else "messages are"
-    return f"({count} earlier {noun} not summarized yet and not shown.)"
-
-
-def folded(turn: Turn) -> int:
-    return turn.fold.folded if turn.fold else 0
-
-
-def fold_calls(turn: Turn) -> int:
-    return turn.fold.calls if turn.fold else 0
-
-
-def is_cut_of(sent: StoredMessage, stored: StoredMessage) -> bool:
-    return sent.text.endswith(CUT_MARKER) and stored.text.startswith(sent.text[: -len(CUT_MARKER)])
 
 
 class SessionSummarizer(RecordingSummarizer):
@@ -208,6 +118,8 @@ class VerbatimPolicy(RuleBasedStateMachine):
         self.clock = T0
         self.folded: set[str] = set()
         """Ids folded into the current state: each reaches the summarizer once, then the cursor covers it."""
+        self.cuts: dict[str, str] = {}
+        """The text each message cut to fit was sent with, by id."""
         self.plans: list[Plan] = []
         """The plans of the current turn: the first decides the fold, the last what is sent."""
         # Patched where the turn and the fold look it up.
@@ -358,13 +270,17 @@ class VerbatimPolicy(RuleBasedStateMachine):
 
         newest = [m.id for m in window[-2:]]
         assert sent_ids[len(sent_ids) - len(newest) :] == newest, f"the newest exchange {newest} is not sent"
-        # Besides the newest exchange only the oldest message sent may be cut, and only when whole it does not fit.
-        for position, message in enumerate(sent):
+        # Besides the newest exchange a message is cut only when whole it does not fit; any is cut at the same point
+        # on every turn.
+        within_reserve = summary_tokens <= self.settings.summary_reserve
+        for message in sent:
             whole = stored[message.id]
-            if message.text != whole.text and message.id not in newest:
-                assert position == 0, f"{message.id} is cut in the middle of what is sent"
-                grown = turn.plan.history_tokens - message_tokens(message) + message_tokens(whole)
-                assert grown > budget, f"{message.id} is cut though whole it fits ({grown} <= {budget} tokens)"
+            if message.text == whole.text:
+                continue
+            grown = turn.plan.history_tokens - message_tokens(message) + message_tokens(whole)
+            assert grown > budget or message.id in newest, f"{message.id} is cut though whole it fits ({grown} tokens)"
+            if within_reserve:
+                assert message.text == self.cuts.setdefault(message.id, message.text), f"{message.id} is cut anew"
 
     def check_what_is_counted(self, turn: Turn, batches: list[list[str]]) -> None:
         if self.summarizer.raced == "deleted":
@@ -425,11 +341,20 @@ class VerbatimPolicy(RuleBasedStateMachine):
         budget = chosen.history_token_budget
         bare_summary = text_tokens(render_summary_message(before, chosen.pinned_keys, 0) or "")
         unfolded_tokens = bare_summary + sum(message_tokens(m) for m in visible if not before.covers(m))
-        budget_trigger = budget > 0 and unfolded_tokens > DEFAULT_BUDGET_TRIGGER_SHARE * budget
+        trigger = DEFAULT_BUDGET_TRIGGER_SHARE * budget
+        if chosen.prompt_cache:  # a cached prompt folds once one more exchange like the newest would not fit
+            trigger = max(trigger, budget - sum(message_tokens(m) for m in window[-2:]))
+        budget_trigger = budget > 0 and unfolded_tokens > trigger
         waiting = before.retry_after is not None and now < before.retry_after
         if batches and not compact:
             assert len(older_than_window) >= chosen.fold_batch or budget_trigger, "a fold ran before it was due"
             assert not waiting, "a fold ran during the back-off"
+        first = self.plans[0]
+        if batches and not compact and chosen.prompt_cache and len(older_than_window) < chosen.fold_batch:
+            left = unfolded_tokens - sum(message_tokens(m) for m in first.fold)
+            assert left <= BUDGET_TARGET_SHARE * budget or first.not_summarized, (
+                f"an early budget fold leaves {left} of {budget} tokens and brought no message left out"
+            )
         batch_due = len(older_than_window) >= chosen.fold_batch and not waiting
         if batch_due or (compact and older_than_window):
             assert batches, f"{len(older_than_window)} unfolded messages older than the window and no fold"
@@ -459,96 +384,6 @@ TestVerbatimPolicy.settings = settings(
     report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-
-
-# Sessions the machine found, written out small; each broke the rule its name states.
-
-
-async def test_a_window_that_fits_goes_whole_before_anything_is_summarized():
-    store = InMemoryStore(make_messages([tagged_text(i, 800) for i in range(8)] + [tagged_text(8, 551)]))
-    assert 7_000 - 20 < sum(message_tokens(m) for m in store.messages_stored) <= 7_000
-
-    turn = await fold_if_due(store, RecordingSummarizer(), FoldSettings(n_messages=10), failures=SaveFailures())
-
-    assert [(m.id, m.text) for m in turn.plan.send] == [(m.id, m.text) for m in store.messages_stored]
-    assert folded(turn) == 0
-
-
-async def test_what_a_new_summary_pushes_out_of_the_window_is_folded_in_the_same_turn():
-    store = InMemoryStore(make_messages(["hi", "hello", "ok", "sure"] + [tagged_text(i, 300) for i in range(4, 7)]))
-    longer_summary = json.dumps({"pinned": {}, "summary": "- " + " ".join(["decided"] * 95)})
-    chosen = FoldSettings(n_messages=4, fold_batch=2, summary_words=100, history_token_budget=1_000)
-
-    turn = await fold_if_due(store, RecordingSummarizer([longer_summary]), chosen, failures=SaveFailures())
-
-    assert not problems(turn)
-    shown = {m.id for m in turn.plan.send}
-    assert [m.id for m in store.messages_stored if not turn.summary.covers(m) and m.id not in shown] == []
-    assert turn.plan.not_summarized == 0
-
-
-async def test_a_summary_message_cut_to_fit_the_budget_keeps_its_note():
-    store = InMemoryStore(make_messages(["a"] + [tagged_text(i, 200) for i in range(1, 5)] + ["b" * 100, "c" * 100]))
-    urls = " ".join(["https://example.com/a/very/long/path/to/a/ticket"] * 20)
-    store.summary = Summary(text=f"- {urls}", cursor=store.messages_stored[0].cursor, folded_count=1, version=1)
-    chosen = FoldSettings(n_messages=3, fold_batch=20, summary_words=20, history_token_budget=300)
-
-    turn = await fold_if_due(store, RecordingSummarizer([RuntimeError("down")]), chosen, failures=SaveFailures())
-
-    assert turn.plan.not_summarized == 4
-    assert note(4) in turn.plan.summary_text
-    assert turn.plan.history_tokens <= 300
-
-
-async def test_the_newest_exchange_cut_to_fit_stays_within_the_budget():
-    store = InMemoryStore(make_messages(["older one", "older two", "a short question", "x" * 938]))
-    chosen = FoldSettings(n_messages=3, fold_batch=20, summary_words=20, history_token_budget=277)
-
-    turn = await fold_if_due(store, RecordingSummarizer([RuntimeError("down")]), chosen, failures=SaveFailures())
-
-    assert turn.plan.history_tokens <= 277
-    assert [m.id for m in turn.plan.send] == [m.id for m in store.messages_stored[2:]]
-    assert all(
-        message_tokens(m) <= message_tokens(whole)
-        for m, whole in zip(turn.plan.send, store.messages_stored[2:], strict=True)
-    )
-
-
-async def test_the_note_counts_no_compact_exchange_the_catch_up_has_not_read():
-    texts = [tagged_text(i, 10) for i in range(80)] + [COMPACT_COMMAND, f"{COMPACT_REPLY_PREFIX} done."]
-    store = InMemoryStore(make_messages(texts + [tagged_text(i, 10) for i in range(82, 120)]))
-
-    turn = await fold_if_due(
-        store, RecordingSummarizer(), FoldSettings(n_messages=10, max_folds_per_turn=1), failures=SaveFailures()
-    )
-
-    sent = {m.id for m in turn.plan.send}
-    unfolded = [m for m in store.messages_stored if not is_compaction_exchange(m) and not turn.summary.covers(m)]
-    assert turn.plan.not_summarized == len([m for m in unfolded if m.id not in sent])
-
-
-async def test_compact_exchanges_do_not_crowd_the_newest_messages_out_of_the_window():
-    texts = [tagged_text(i, 10) for i in range(100)] + [COMPACT_COMMAND, f"{COMPACT_REPLY_PREFIX} done."] * 4
-    store = InMemoryStore(make_messages([*texts, COMPACT_COMMAND]))
-    chosen = FoldSettings(n_messages=10, fold_batch=2, max_folds_per_turn=1)
-
-    turn = await compact_turn(store, RecordingSummarizer(), chosen, failures=SaveFailures())
-
-    assert [m.id for m in turn.plan.send][-9:] == [m.id for m in store.messages_stored[91:100]]
-
-
-async def test_compact_exchanges_do_not_hide_a_message_no_fold_is_due_for():
-    compaction: list[tuple[Role, str]] = [("user", COMPACT_COMMAND), ("assistant", f"{COMPACT_REPLY_PREFIX} done.")]
-    store = session_of(("assistant", "Welcome!"), *compaction * 3, ("user", "question"), ("assistant", "answer"))
-
-    turn = await fold_if_due(
-        store, RecordingSummarizer(), FoldSettings(n_messages=2, fold_batch=3), failures=SaveFailures()
-    )
-
-    assert folded(turn) == 0
-    assert turn.plan.not_summarized == 0
-    assert [m.text for m in turn.plan.send] == ["Welcome!", "question", "answer"]
-
 
 # The fold after the reply, planning the next turn.
 

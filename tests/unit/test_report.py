@@ -58,7 +58,7 @@ async def test_a_summary_stored_before_folds_counted_tokens_estimates_its_folded
 
 async def test_a_message_cut_to_fit_the_budget_is_called_cut_and_a_window_that_does_not_fit_is_said() -> None:
     settings = FoldSettings(n_messages=10, fold_batch=50, history_token_budget=1200, summary_words=20)
-    texts = [f"short message {i}" for i in range(6)] + ["Here is the log:\n" + PASTED_LOG, "Reading it."]
+    texts = [f"message {i}: " + "details " * 70 for i in range(6)] + ["Here is the log:\n" + PASTED_LOG, "Reading it."]
     store = InMemoryStore(make_messages(texts))
 
     turn = await read_and_plan(store, settings, failures=SaveFailures())
@@ -66,9 +66,9 @@ async def test_a_message_cut_to_fit_the_budget_is_called_cut_and_a_window_that_d
 
     assert turn.plan.cut == 1
     assert turn.plan.window == 8
-    assert turn.plan.window_sent == 2
-    assert step[1] == "2 recent messages verbatim"
-    assert "the last 8 messages did not fit the History Token Budget; the newest 2 went" in step
+    assert turn.plan.window_sent == 6
+    assert step[1] == "6 recent messages verbatim"
+    assert "the last 8 messages did not fit the History Token Budget; the newest 6 went" in step
     assert "1 message cut to fit the History Token Budget" in step
     assert "1 message cut to fit the History Token Budget" in status_text(turn)
 

@@ -13,8 +13,10 @@ import pytest
 from langflow_summarizing_agent.engine.fold import SaveFailures
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.tokens import (
+    CUT_MARKER,
     ESTIMATE,
     MESSAGE_FRAMING,
+    SCALE_STEP,
     TokenCounter,
     counter_for,
     load_encoding,
@@ -215,3 +217,35 @@ async def test_the_estimate_alone_breaks_the_budget_on_logs_and_chinese(make_tex
 async def test_the_estimate_alone_leaves_out_prose_that_fits():
     seen = await _history_tokens_of_every_turn(prose_text, ESTIMATE)
     assert any(tokens + left_out <= BUDGET for tokens, left_out in seen if left_out is not None)
+
+
+def test_the_steady_counter_counts_at_least_as_much_and_the_same_across_a_step():
+    counter = counter_for("gpt-4o-mini")
+    steady = {scale: counter.scaled(scale).steady() for scale in (0.97, 1.0, 1.02, 1.04, 1.15, 1.24)}
+
+    assert all(steady[scale].text(CHINESE) >= counter.scaled(scale).text(CHINESE) for scale in steady)
+    assert steady[0.97] == steady[1.0] == steady[1.02] == steady[1.04], "1.0 sits mid-step"
+    assert steady[1.15] == steady[1.24] != steady[1.0]
+    assert steady[1.0].scale == pytest.approx(SCALE_STEP**0.5)
+
+
+@pytest.mark.parametrize("make_text", [log_text, chinese_text], ids=["logs", "chinese"])
+async def test_a_message_cut_to_fit_is_cut_at_the_same_point_on_every_turn_that_sends_it(make_text):
+    """The issue's session: History Token Budget 3000, a log larger than the budget pasted, then short exchanges,
+    with the provider's scale drifting a little each turn. The log goes cut, at one point, within the budget."""
+    budget = 3_000
+    store = InMemoryStore()
+    summarizer = RecordingSummarizer()
+    cuts, history = [], []
+    for exchange in range(8):
+        counter = counter_for("gpt-4o-mini").scaled(1.0 + exchange / 200)
+        settings = FoldSettings(n_messages=10, history_token_budget=budget, counter=counter)
+        store.add(make_text(2 * exchange, 6_000 if exchange == 1 else 220))
+        store.add(make_text(2 * exchange + 1, 220))
+        turn = await fold_if_due(store, summarizer, settings, failures=SaveFailures())
+        cuts += [m.text for m in turn.plan.send if m.text.endswith(CUT_MARKER)]
+        history.append(sum(counter.message(m) for m in turn.plan.send) + counter.text(turn.plan.summary_text or ""))
+
+    assert len(cuts) >= 4, "the log goes cut on the turns after it"
+    assert len(set(cuts)) == 1, [len(cut) for cut in cuts]
+    assert max(history) <= budget

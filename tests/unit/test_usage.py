@@ -59,7 +59,7 @@ def test_caching_applies_once_the_provider_reports_cached_tokens_or_by_provider(
     observer = UsageObserver("key", counter_for("llama3"), "llama3", usage)
     assert not usage.caches("llama3", "Ollama")
     assert usage.caches("gpt-4o-mini", "OpenAI")
-    assert not usage.caches("claude-sonnet-4-5", "Anthropic"), "Anthropic caches only at cache_control breakpoints"
+    assert usage.caches("claude-sonnet-4-5", "Anthropic"), "at the cache_control breakpoints the agent sets"
     call(observer, 100, cached=0)
     assert not usage.caches("llama3", "Ollama")
     call(observer, 100, cached=64)

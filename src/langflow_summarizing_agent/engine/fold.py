@@ -1,6 +1,7 @@
 """Where a fold happens: older messages folded into the session's summary, with one compare-and-swap save.
 
-A fold is one summary call over at most `max_messages_per_fold` messages. `catch_up()` makes a turn's folds and
+A fold is one summary call over at most `max_messages_per_fold` messages (and one more, quoting the batch, when a
+fold on the agent's prefix is answered with a tool call). `catch_up()` makes a turn's folds and
 reads in three steps. It summarizes (`_summarize`): the plan's fold goes to the summary model, one fold at a time,
 planning again with each new summary while more is due, and stops at Max Folds per Turn folds. It decides the
 summary to save (`_summary_to_save`): the folded one, or the one read with the back-off of a failure. It saves once
@@ -26,6 +27,7 @@ from langchain_core.messages import BaseMessage
 
 from langflow_summarizing_agent.engine.plan import Plan, TurnRead, plan_turn
 from langflow_summarizing_agent.engine.prompt import (
+    FoldToolCall,
     build_fold_prompt,
     build_fold_prompt_on_prefix,
     clip_words,
@@ -44,7 +46,18 @@ FOLD_RETRY_BASE = timedelta(seconds=30)
 FOLD_RETRY_MAX = timedelta(hours=1)
 
 Summarizer = Callable[[list[BaseMessage]], Awaitable[str]]
-"""Calls the summary model with the fold prompt and returns its text."""
+"""Calls the summary model with the fold prompt and returns its text; raises `FoldToolCall` when the model answered
+with a tool call."""
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """The prompt the agent just sent, with its reply, and the summarizer that asks on it: the agent's own model with
+    the agent's tools bound as that prompt had them (the provider caches them with it), told to call none. Only the
+    fold on the prefix uses it; a quoted fold prompt goes to the plain summarizer, with no tools."""
+
+    messages: tuple[BaseMessage, ...]
+    summarizer: Summarizer
 
 
 @dataclass(frozen=True)
@@ -110,13 +123,14 @@ async def catch_up(
     *,
     now: Callable[[], datetime],
     failures: SaveFailures,
-    prefix: Sequence[BaseMessage] | None = None,
+    prefix: Prefix | None = None,
 ) -> CatchUp:
     """Fold `plan.fold` and what becomes due after it, in at most Max Folds per Turn summary calls; save once.
 
     `prefix` is the prompt the agent just sent and its reply: when the first batch is the messages that follow the
     summary message there, that call asks on the prefix (`build_fold_prompt_on_prefix`), which the provider serves
-    from its prompt cache; every other call quotes the batch (`build_fold_prompt`).
+    from its prompt cache; every other call quotes the batch (`build_fold_prompt`). A fold on the prefix answered
+    with a tool call is asked once more, quoting its batch.
     """
     started = time.monotonic()
     folds = await _summarize(read, plan, settings, summarizer, now, prefix)
@@ -151,7 +165,7 @@ async def _summarize(
     settings: FoldSettings,
     summarizer: Summarizer,
     now: Callable[[], datetime],
-    prefix: Sequence[BaseMessage] | None,
+    prefix: Prefix | None,
 ) -> _Folds:
     """Fold the plan's fold, then, planning again with each new summary, what becomes due; until nothing is due, a
     call fails, a round folds nothing or Max Folds per Turn calls are made."""
@@ -166,7 +180,7 @@ async def _summarize(
 
 
 async def _fold_round(
-    folds: _Folds, plan: Plan, settings: FoldSettings, summarizer: Summarizer, prefix: Sequence[BaseMessage] | None
+    folds: _Folds, plan: Plan, settings: FoldSettings, summarizer: Summarizer, prefix: Prefix | None
 ) -> _Folds:
     """The plan's fold in batches of at most `max_messages_per_fold`, one summary call each, while calls are left; the
     first failed call ends it."""
@@ -184,25 +198,47 @@ async def _fold_batch(
     reason: str | None,
     settings: FoldSettings,
     summarizer: Summarizer,
-    prefix: Sequence[BaseMessage] | None,
+    prefix: Prefix | None,
 ) -> _Folds:
-    """One summary call: `batch` folded into the summary, or the failure that leaves the summary as it was."""
-    on_prefix = prefix is not None and folds.calls == 0 and folds_on_prefix(prefix, batch)
-    prompt = _fold_prompt(folds.summary, batch, settings, prefix if on_prefix else None)
-    folds = replace(
+    """One summary call: `batch` folded into the summary, or the failure that leaves the summary as it was. The first
+    call asks on the agent's prefix when the batch follows its summary message there; answered with a tool call, it
+    is asked once more quoting the batch, with no tools."""
+    if prefix is not None and folds.calls == 0 and folds_on_prefix(prefix.messages, batch):
+        prompt = _fold_prompt(folds.summary, batch, settings, prefix.messages)
+        folds = _counted(folds, prompt, settings, on_prefix=True)
+        try:
+            return _folded(folds, batch, await prefix.summarizer(prompt), settings)
+        except FoldToolCall as exc:
+            logger.info("Summarizing Agent: %s; asking again with the batch quoted", _describe(exc))
+        except Exception as exc:  # noqa: BLE001 - any summary model failure must leave the turn running
+            return _failed(folds, reason, exc)
+    prompt = _fold_prompt(folds.summary, batch, settings, None)
+    folds = _counted(folds, prompt, settings)
+    try:
+        return _folded(folds, batch, await summarizer(prompt), settings)
+    except Exception as exc:  # noqa: BLE001 - any summary model failure must leave the turn running
+        return _failed(folds, reason, exc)
+
+
+def _counted(folds: _Folds, prompt: list[BaseMessage], settings: FoldSettings, *, on_prefix: bool = False) -> _Folds:
+    return replace(
         folds,
         calls=folds.calls + 1,
         input_tokens=folds.input_tokens + settings.counter.prompt(prompt),
         on_prefix=folds.on_prefix + int(on_prefix),
     )
-    try:
-        proposed_pinned, text = parse_fold_output(await summarizer(prompt))
-    except Exception as exc:  # noqa: BLE001 - any summary model failure must leave the turn running
-        problem = f"fold failed ({reason}): {_describe(exc)}"
-        logger.warning("Summarizing Agent: %s; the previous summary is kept", problem)
-        return replace(folds, problems=(problem,))
+
+
+def _folded(folds: _Folds, batch: Sequence[StoredMessage], answer: str, settings: FoldSettings) -> _Folds:
+    proposed_pinned, text = parse_fold_output(answer)
     summary = _folded_into(folds.summary, batch, proposed_pinned, text, settings)
     return replace(folds, summary=summary, folded=folds.folded + len(batch))
+
+
+def _failed(folds: _Folds, reason: str | None, exc: Exception) -> _Folds:
+    problem = f"fold failed ({reason}): {_describe(exc)}"
+    logger.warning("Summarizing Agent: %s; the previous summary is kept", problem)
+    return replace(folds, problems=(problem,))
 
 
 def _fold_prompt(

@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX, not_summarized_note, render_summary_message
 from langflow_summarizing_agent.engine.records import StoredMessage, Summary
-from langflow_summarizing_agent.engine.settings import MIN_CUT_TOKENS, FoldSettings
-from langflow_summarizing_agent.engine.tokens import TokenCounter, cut_text_to_tokens, cut_to_tokens
+from langflow_summarizing_agent.engine.settings import BUDGET_TARGET_SHARE, MIN_CUT_TOKENS, FoldSettings
+from langflow_summarizing_agent.engine.tokens import cut_text_to_tokens, cut_to_tokens
 
 COMPACT_COMMAND = "/compact"
 COMPACT_REPLY_PREFIX = "Compacted the conversation:"
@@ -87,20 +87,22 @@ def plan_turn(read: TurnRead, settings: FoldSettings, *, now: datetime) -> Plan:
     1. The window is what the stock Agent at the same `n_messages` sends: the newest `n_messages - 1` messages,
        `/compact` exchanges left out. It goes word for word, unless it does not fit the History Token Budget after
        the summary message: then the newest messages that fit go. The newest exchange always goes; a message that
-       does not fit is cut to what is left, with a marker, only when it is part of the newest exchange or is alone
-       larger than the budget.
+       does not fit is cut, with a marker, only when it is part of the newest exchange or is alone larger than the
+       budget, and always at the same point (`FoldSettings.cut_tokens`), so consecutive calls share their prefix.
     2. Unfolded messages older than the window that the turn read (`messages`: at most twice Fold Batch) go word for
        word too while the whole window and they fit: a message leaves the model's view only by being folded, or,
        while folds fail or wait, counted as not summarized yet.
     3. A fold takes only unfolded messages older than the oldest message of the window that is sent, from the
        cursor forwards, at most `catch_up_messages` of them. It is due when those older than the window reach Fold
-       Batch, or when the summary and the unfolded history pass `budget_trigger_share` of the budget; it waits
-       while the back-off of earlier failures runs (`postponed`).
+       Batch, or when the summary and the unfolded history pass `budget_trigger_share` of the budget (with a
+       provider that caches prompts, the budget less the newest exchange if that is more, and only once the fold
+       brings them to `BUDGET_TARGET_SHARE` or an unfolded message is left out); it waits while the back-off of
+       earlier failures runs (`postponed`).
     """
     history = _history(read, settings)
     send = _send(history, settings)
     foldable = _foldable(history, send, settings)
-    reason = _fold_reason(history, settings) if foldable else None
+    reason = _fold_reason(history, send, foldable, settings) if foldable else None
     postponed = reason is not None and _backing_off(read.summary, now)
     return _plan(history, send, settings, foldable if reason and not postponed else (), reason, postponed)
 
@@ -167,7 +169,7 @@ def _send(history: _History, settings: FoldSettings) -> list[StoredMessage]:
         return [*_backlog_that_fits(history, settings, budget - window_tokens), *history.window]
     hidden = len(history.unfolded) + history.unread
     room = budget - _summary_tokens(history.summary, settings, hidden)
-    return list(reversed(_fit_window(history.window, history.tokens, room, settings.counter)))
+    return list(reversed(_fit_window(history.window, history.tokens, room, settings)))
 
 
 def _backlog_that_fits(history: _History, settings: FoldSettings, room: int) -> list[StoredMessage]:
@@ -196,15 +198,39 @@ def _foldable(history: _History, send: Sequence[StoredMessage], settings: FoldSe
     return tuple(m for m in foldable if m.id not in history.upcoming)[: settings.catch_up_messages]
 
 
-def _fold_reason(history: _History, settings: FoldSettings) -> str | None:
-    """Why a fold is due: the summary and the unfolded history pass `budget_trigger_share` of the budget, or the
+def _fold_reason(
+    history: _History, send: Sequence[StoredMessage], foldable: Sequence[StoredMessage], settings: FoldSettings
+) -> str | None:
+    """Why a fold is due: the summary and the unfolded history pass `_budget_trigger()` and, with a provider that
+    caches prompts, the fold brings them to `BUDGET_TARGET_SHARE` or below or an unfolded message is left out; or the
     unfolded messages older than the window reach Fold Batch."""
     budget = settings.history_token_budget
-    if budget > 0 and _unfolded_tokens(history, settings) > settings.budget_trigger_share * budget:
-        return "history token budget"
+    unfolded = _unfolded_tokens(history, settings) if budget > 0 else 0
+    if unfolded > _budget_trigger(history, settings):
+        left = unfolded - sum(history.tokens[m.id] for m in foldable)
+        if not settings.prompt_cache or left <= BUDGET_TARGET_SHARE * budget or _leaves_out(history, send):
+            return "history token budget"
     if history.older_than_window >= settings.fold_batch:
         return "fold batch"
     return None
+
+
+def _budget_trigger(history: _History, settings: FoldSettings) -> float:
+    """Tokens of the summary and the unfolded history past which a budget fold is due: `budget_trigger_share` of the
+    budget; with a provider that caches prompts, the budget less the newest exchange when that is more. Each fold makes
+    the agent's next call miss its history in the cache, so it waits while one more exchange like the newest fits: a
+    fold that ends after the next turn starts still leaves nothing out."""
+    budget = settings.history_token_budget
+    share = settings.budget_trigger_share * budget
+    if not settings.prompt_cache:
+        return share
+    return max(share, budget - sum(history.tokens[m.id] for m in history.window[-2:]))
+
+
+def _leaves_out(history: _History, send: Sequence[StoredMessage]) -> bool:
+    """Some unfolded message is not sent: only a fold brings it to the model."""
+    sent = {m.id for m in send}
+    return history.unread > 0 or any(m.id not in sent for m in history.unfolded)
 
 
 def _unfolded_tokens(history: _History, settings: FoldSettings) -> int:
@@ -288,27 +314,43 @@ def _summary_tokens(summary: Summary, settings: FoldSettings, not_summarized: in
 
 
 def _fit_window(
-    window: Sequence[StoredMessage], tokens: dict[str, int], room: int, counter: TokenCounter
+    window: Sequence[StoredMessage], tokens: dict[str, int], room: int, settings: FoldSettings
 ) -> list[StoredMessage]:
-    """The window's messages that go, newest first: all that fit, the newest exchange always (cut if it must be).
-    Past what fits, only a message alone larger than `room` goes, cut, when what is left is worth sending."""
+    """The window's messages that go, newest first: each that fits whole, and the newest exchange always. A message
+    that does not fit whole goes cut (`_cut`) when it is part of the newest exchange or alone larger than `room`,
+    and its cut fits; as the last resort, a message of the newest exchange is cut to what is left. Nothing older
+    than a message that does not go goes."""
+    if not window:
+        return []
+    counter = settings.counter
     exchange = [m.id for m in window[-2:]]
+    # While the newest message is placed, room stays for the user message of the newest exchange as its cut leaves
+    # it, unless that leaves the newest message too little (the summary message over its reserve).
+    held = min(tokens[exchange[0]], counter.message(_cut(window[-len(exchange)], settings)))
+    if room - held < MIN_CUT_TOKENS:
+        held = min(tokens[exchange[0]], MIN_CUT_TOKENS)
     sent: list[StoredMessage] = []
     used = 0
     for message in reversed(window):
-        newest = len(exchange) == 2 and message.id == exchange[-1]
-        # While the newest message is placed, room stays for the user message of the newest exchange, which comes next.
-        held = min(tokens[exchange[0]], MIN_CUT_TOKENS) if newest else 0
+        hold = held if len(exchange) == 2 and message.id == exchange[-1] else 0
         size = tokens[message.id]
-        if used + size + held <= room:
+        if used + size + hold <= room:
             sent.append(message)
             used += size
-        elif message.id in exchange or (size > room and room - used - held >= MIN_CUT_TOKENS):
-            cut = cut_to_tokens(message, room - used - held, counter)
-            sent.append(cut)
-            used += counter.message(cut)
-            if not newest:
-                break
-        else:
+            continue
+        if message.id not in exchange and size <= room:
             break
+        cut = _cut(message, settings)
+        if used + counter.message(cut) + hold > room:
+            if message.id not in exchange:
+                break
+            cut = cut_to_tokens(message, room - used - hold, counter)
+        sent.append(cut)
+        used += counter.message(cut)
     return sent
+
+
+def _cut(message: StoredMessage, settings: FoldSettings) -> StoredMessage:
+    """`message` cut to `settings.cut_tokens`, counted at the scale's step: the cut depends only on the message and
+    the settings, so a message is cut at the same point on every turn that sends it cut."""
+    return cut_to_tokens(message, settings.cut_tokens, settings.counter.steady())

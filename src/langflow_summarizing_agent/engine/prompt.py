@@ -36,6 +36,10 @@ class FoldOutputError(ValueError):
     """The summary model answered with something that cannot be used as a summary."""
 
 
+class FoldToolCall(FoldOutputError):
+    """The summary model answered a fold with a tool call instead of its JSON."""
+
+
 def render_summary_message(summary: Summary, pinned_keys: Sequence[str], not_summarized: int) -> str | None:
     """The user-role message that carries the summary; None when there is nothing to say."""
     pinned_lines = [f"- {key}: {summary.pinned[key]}" for key in pinned_keys if summary.pinned.get(key)]

@@ -33,7 +33,13 @@ the summary (~450 tokens at 300 words) + a window of 9 messages + the 6 messages
 each, stay under the fold trigger (80%), so the window never shrinks and folds run by batch, not by budget."""
 DEFAULT_BUDGET_TRIGGER_SHARE = 0.8
 """Share of the budget that, once passed by the summary and the unfolded history, folds early (LibreChat's
-compaction threshold)."""
+compaction threshold). With a provider that caches prompts the fold waits longer, while one more exchange like the
+newest fits in the budget (`plan._budget_trigger`)."""
+BUDGET_TARGET_SHARE = 0.5
+"""With a provider that caches prompts, a fold due by the budget runs early only when it brings the summary and the
+unfolded history to this share of the budget or below; otherwise it waits until an unfolded message would be left
+out. Each fold makes the agent's next call miss its history in the cache, so a fold that frees little (a big message
+in the window, which no fold may take) costs more than it saves, and would run again a few exchanges later."""
 DEFAULT_MAX_FOLDS_PER_TURN = 3
 """Folds (summary calls) one catch-up may make: a turn inline, or the fold after the reply."""
 DEFAULT_SUMMARY_TIMEOUT_SECONDS = 60.0
@@ -90,6 +96,9 @@ class FoldSettings:
     counter: TokenCounter = field(default=ESTIMATE)
     """How tokens are counted: the model's tokenizer, scaled by the provider's reported usage
     (`engine.tokens`)."""
+    prompt_cache: bool = False
+    """The agent's provider caches prompts: Fold Batch is doubled (`settings_from`) and an early budget fold must
+    reach `BUDGET_TARGET_SHARE`."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -148,6 +157,13 @@ class FoldSettings:
         return summary_message_reserve(self.pinned_keys, self.summary_words, self.counter)
 
     @property
+    def cut_tokens(self) -> int:
+        """Most tokens a message cut to fit the budget keeps, counted at the scale's step (`TokenCounter.steady`):
+        half of what the budget leaves after the summary message, so both messages of the newest exchange fit cut."""
+        reserve = summary_message_reserve(self.pinned_keys, self.summary_words, self.counter.steady())
+        return max(MIN_CUT_TOKENS, (self.history_token_budget - reserve) // 2)
+
+    @property
     def newest_exchange_tokens(self) -> int:
         """Room the newest exchange always keeps in the budget: two messages, cut if they must be."""
         return 2 * MIN_CUT_TOKENS if self.window else 0
@@ -165,7 +181,8 @@ def settings_from(
     Number of Chat History Messages is 0, which turns memory off. Raises ValueError naming the field to change.
 
     `counter` counts tokens as the agent's model does; `prompt_cache` says its provider caches prompts, and then a
-    fold waits for `CACHED_FOLD_BATCH_FACTOR` times Fold Batch messages. `names` are the fields as the component
+    fold waits for `CACHED_FOLD_BATCH_FACTOR` times Fold Batch messages, and an early budget fold for
+    `BUDGET_TARGET_SHARE`. `names` are the fields as the component
     shows them, for a component whose message count has another name (the Message History's Number of Messages)."""
     numbers = {name: whole_number(values.get(name), name, names) for name in WHOLE_NUMBER_FIELDS}
     n_messages = DEFAULT_N_MESSAGES if numbers["n_messages"] is None else numbers["n_messages"]
@@ -182,6 +199,7 @@ def settings_from(
         summary_timeout=summary_timeout_from(values.get("summary_timeout")),
         summary_model=summary_model,
         counter=counter,
+        prompt_cache=prompt_cache,
         history_token_budget=0,
         **given,
     )

@@ -82,6 +82,10 @@ _SPECIAL_TOKENS = {
 """How each encoding splits text and its special tokens, as tiktoken builds them (`tiktoken_ext/openai_public.py`):
 the encoding is built from the verified file directly, without tiktoken's loader, which finds its file through the
 environment and may download it."""
+SCALE_STEP = 2 ** (1 / 8)
+"""A message is cut at the session's scale rounded up to a power of this step (`TokenCounter.steady`), offset by half
+a step so that 1.0, the scale before any report, sits mid-step: the scale moves a little with each provider report,
+and where a message is cut must not move with it."""
 MAX_REMEMBERED_CHARS = 20_000
 """Texts up to this long have their token count remembered (at most 8,192 of them)."""
 _ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
@@ -137,6 +141,12 @@ class TokenCounter:
 
     def scaled(self, scale: float) -> TokenCounter:
         return replace(self, scale=scale)
+
+    def steady(self) -> TokenCounter:
+        """This counter at its scale rounded up to a step of `SCALE_STEP`: it counts at least as many tokens as this
+        one, and the same for every scale within the step."""
+        step = math.ceil(math.log(self.scale, SCALE_STEP) - 0.5) + 0.5
+        return replace(self, scale=SCALE_STEP**step)
 
     def _scaled(self, tokens: int) -> int:
         return tokens if self.scale == 1.0 else math.ceil(tokens * self.scale)

@@ -20,9 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cached_property
 
-from langchain_core.messages import BaseMessage
-
-from langflow_summarizing_agent.engine.fold import CatchUp, SaveFailures, Summarizer, catch_up
+from langflow_summarizing_agent.engine.fold import CatchUp, Prefix, SaveFailures, Summarizer, catch_up
 from langflow_summarizing_agent.engine.plan import Plan, TurnRead, is_compaction_exchange, plan_compaction, plan_turn
 from langflow_summarizing_agent.engine.read import read_turn
 from langflow_summarizing_agent.engine.records import StoredMessage, Summary, utcnow
@@ -128,7 +126,7 @@ async def _fold_under_lock(
     upcoming: Sequence[StoredMessage],
     now: Callable[[], datetime],
     failures: SaveFailures,
-    prefix: Sequence[BaseMessage] | None,
+    prefix: Prefix | None,
 ) -> Turn | None:
     """Under the session's fold lock: read, plan, fold what is due, and plan again with the summary that comes out
     (reading there, so a fold that finished meanwhile leaves nothing due). None when the lock is held elsewhere."""
@@ -152,13 +150,13 @@ async def fold_if_due(
     *,
     failures: SaveFailures,
     upcoming: Sequence[StoredMessage] = (),
-    prefix: Sequence[BaseMessage] | None = None,
+    prefix: Prefix | None = None,
     now: Callable[[], datetime] = utcnow,
 ) -> Turn:
     """Read and plan; when a fold is due, fold now, or, when the session's fold runs elsewhere, say it is busy.
 
     `upcoming` are messages not stored yet that count as the newest (the reply, for the fold after it); `prefix` is
-    the prompt the agent just sent and its reply, for the fold to ask on (`engine.fold.catch_up`)."""
+    the prompt the agent just sent and its reply, with the summarizer that asks on it (`engine.fold.catch_up`)."""
     turn = await _read_and_plan(store, settings, _plan, upcoming=upcoming, now=now, failures=failures)
     if not turn.plan.fold:
         return turn

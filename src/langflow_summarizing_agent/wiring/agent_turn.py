@@ -25,6 +25,7 @@ from lfx.utils.constants import MESSAGE_SENDER_AI
 
 from langflow_summarizing_agent import langflow_private
 from langflow_summarizing_agent.engine import report
+from langflow_summarizing_agent.engine.fold import Prefix
 from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND
 from langflow_summarizing_agent.engine.records import Scope, StoredMessage, utcnow
 from langflow_summarizing_agent.engine.settings import (
@@ -39,6 +40,7 @@ from langflow_summarizing_agent.engine.settings import (
     whole_number,
 )
 from langflow_summarizing_agent.engine.tokens import counter_for
+from langflow_summarizing_agent.wiring import prompt_cache
 from langflow_summarizing_agent.wiring import runtime as runtimes
 from langflow_summarizing_agent.wiring.runner import (
     AfterReply,
@@ -66,6 +68,7 @@ __all__ = [
     "MEMORY_STEP_NAME",
     "MEMORY_STEP_TITLE",
     "at_least",
+    "cache_middleware",
     "compact_reply",
     "is_compact_request",
     "memory_data",
@@ -233,7 +236,7 @@ def _part(component: Any) -> Part | None:
 def _after_reply(component: Any, settings: FoldSettings, observer: UsageObserver | None) -> Callable[[], AfterReply]:
     """What the fold after the reply knows: the reply this agent produced (Chat Output stores it at a moment no fold
     can rely on), and, when the Agent's own model folds and its provider caches prompts (`wiring.usage`), the prompt
-    the agent just sent with that reply, for the fold to ask on with the same tools bound
+    the agent just sent with that reply, for the fold to ask on with the same tools bound and tool calls turned off
     (`engine.prompt.build_fold_prompt_on_prefix`), which the provider serves from its cache."""
     earlier_results = _results_of(component)
 
@@ -242,11 +245,9 @@ def _after_reply(component: Any, settings: FoldSettings, observer: UsageObserver
         if not (upcoming and observer is not None and observer.last_call and _folds_on_the_agents_prefix(component)):
             return AfterReply(upcoming)
         call = observer.last_call
-        return AfterReply(
-            upcoming,
-            prefix=(*call.messages, AIMessage(content=upcoming[-1].text)),
-            summarizer=summarizer_for(lambda: build_summary_model(component), settings.summary_timeout, call.tools),
-        )
+        model = lambda: prompt_cache.on_the_agents_prefix(build_summary_model(component), call.cache_control)  # noqa: E731
+        summarizer = summarizer_for(model, settings.summary_timeout, call.tools)
+        return AfterReply(upcoming, prefix=Prefix((*call.messages, AIMessage(content=upcoming[-1].text)), summarizer))
 
     return after_reply
 
@@ -272,6 +273,11 @@ def _folds_on_the_agents_prefix(component: Any) -> bool:
     if getattr(component, "summary_model", None):
         return False
     return runtimes.current().usage.caches(agent_model_name(component), agent_model_provider(component))
+
+
+def cache_middleware(component: Any, llm: object) -> list[Any]:
+    """The agent's cache breakpoints (`wiring.prompt_cache`), with the switch on; none with it off."""
+    return prompt_cache.agent_middleware(llm) if setting(component, "summarize_older_messages") else []
 
 
 def usage_callbacks(component: Any) -> list[UsageObserver]:

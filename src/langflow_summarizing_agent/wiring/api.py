@@ -31,12 +31,11 @@ from langflow_summarizing_agent.engine.records import NO_CONTEXT
 from langflow_summarizing_agent.storage.store import reset_session, session_folds_ended, session_summaries
 from langflow_summarizing_agent.storage.summaries import SessionSummary
 from langflow_summarizing_agent.wiring import runtime
+from langflow_summarizing_agent.wiring.timing import FOLD_WAIT_SECONDS
 
 __all__ = ["MAX_ID_LENGTH", "ROUTE_PREFIX", "router"]
 
 ROUTE_PREFIX = "/api/v1/summarizing-agent"
-FOLD_WAIT_SECONDS = 120.0
-"""Longest a read or reset waits for the session's running folds, in any worker; past it, `fold_running` says so."""
 MAX_ID_LENGTH = 1024
 """Longest session or context id the API accepts. Langflow sets no limit; ids it makes are far shorter."""
 

@@ -17,25 +17,25 @@ history.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from langchain_core.messages import BaseMessage
 from lfx.schema.message import Message
 from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_NAME_USER, MESSAGE_SENDER_USER
 
 from langflow_summarizing_agent.engine import report
-from langflow_summarizing_agent.engine.fold import CatchUp, Summarizer
+from langflow_summarizing_agent.engine.fold import CatchUp, Prefix, Summarizer
 from langflow_summarizing_agent.engine.records import Scope, StoredMessage
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import SessionStore
 from langflow_summarizing_agent.engine.turn import Turn, fold_if_due
 from langflow_summarizing_agent.wiring import runtime as runtimes
 from langflow_summarizing_agent.wiring.runtime import Runtime
-from langflow_summarizing_agent.wiring.timing import TurnWork
+from langflow_summarizing_agent.wiring.timing import FOLD_WAIT_SECONDS, FoldJob, FoldsElsewhere, TurnWork
 from langflow_summarizing_agent.wiring.usage import UsageObserver
 
 logger = logging.getLogger(__name__)
@@ -47,11 +47,10 @@ TURN_ATTRIBUTE = "_summarizing_turn"
 @dataclass(frozen=True)
 class AfterReply:
     """What the fold after the reply knows of the reply: the reply as the newest message not stored yet, and the
-    prompt the agent just sent with that reply, with the summarizer to ask on it (tools bound)."""
+    prompt the agent just sent with that reply, with the summarizer to ask on it (`engine.fold.Prefix`)."""
 
     upcoming: tuple[StoredMessage, ...] = ()
-    prefix: Sequence[BaseMessage] | None = None
-    summarizer: Summarizer | None = None
+    prefix: Prefix | None = None
 
 
 @dataclass(frozen=True)
@@ -153,21 +152,34 @@ async def _run(component: Any, part: Part, runtime: Runtime, *, compaction: bool
     return history
 
 
-def _fold_after_reply(part: Part, store: SessionStore, runtime: Runtime) -> Callable[[], Awaitable[CatchUp | None]]:
+def _fold_after_reply(part: Part, store: SessionStore, runtime: Runtime) -> FoldJob:
     """The fold this turn leaves for after its reply: it plans the next turn, with the reply when the component
-    knows it (`Part.after_reply`), and folds what is due before that turn needs it."""
+    knows it (`Part.after_reply`), and folds what is due before that turn needs it; when the session's fold runs in
+    another worker, it answers how to wait for it (`FoldsElsewhere`)."""
 
-    async def fold_after_reply() -> CatchUp | None:
+    async def fold_after_reply() -> CatchUp | FoldsElsewhere | None:
         started = time.monotonic()
         reply = part.after_reply()
         turn = await fold_if_due(
             store,
-            reply.summarizer or part.summarizer,
+            part.summarizer,
             part.settings,
             failures=runtime.save_failures,
             upcoming=reply.upcoming,
             prefix=reply.prefix,
         )
+        scope = store.scope
+        if turn.busy and scope.flow_id is not None:
+            from langflow_summarizing_agent.storage.store import session_folds_ended
+
+            return FoldsElsewhere(
+                functools.partial(
+                    session_folds_ended,
+                    flow_id=scope.flow_id,
+                    session_id=scope.session_id,
+                    timeout_seconds=FOLD_WAIT_SECONDS,
+                )
+            )
         if turn.fold is None:
             for problem in report.problems(turn):
                 logger.warning("%s: fold after the reply: %s", part.name, problem)

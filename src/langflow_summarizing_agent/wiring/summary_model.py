@@ -10,6 +10,7 @@ turn.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,10 +20,13 @@ from langchain_core.runnables import Runnable
 
 from langflow_summarizing_agent import langflow_private
 from langflow_summarizing_agent.engine.fold import Summarizer
+from langflow_summarizing_agent.engine.prompt import FoldToolCall
 
 if TYPE_CHECKING:
     from lfx.custom.custom_component.component import Component
     from lfx.io import ModelInput
+
+logger = logging.getLogger(__name__)
 
 
 def summary_model_picker(**fields: Any) -> ModelInput:
@@ -137,6 +141,12 @@ BUILD_REMEDY_OF_HISTORY = "pick a Summary Model on the node and set the Summary 
 """What to change when the summary model cannot be built, in the fields each component shows."""
 
 
+TOOL_CHOICE_NONE: dict[str, Any] = {"langchain_anthropic": None, "langchain_aws": None}
+"""`tool_choice` that forbids tool calls, by the LangChain package of the model where it is not OpenAI's "none". None
+sets no choice: Anthropic's cache drops every message block when `tool_choice` differs from the cached call's, and
+Bedrock's Converse API has no such choice; there a tool call is answered by the quoted retry."""
+
+
 def summarizer_for(
     build_model: Callable[[], BaseLanguageModel],
     timeout_seconds: float,
@@ -144,8 +154,9 @@ def summarizer_for(
     remedy: str = BUILD_REMEDY_OF_AGENT,
 ) -> Summarizer:
     """A summarizer that builds its model on its first call, with `tools` bound when given: a fold on the agent's
-    prefix sends the tools the agent's call had, as they are part of the prefix the provider caches. A build error
-    is reported with `remedy`."""
+    prefix sends the tools the agent's call had, as they are part of the prefix the provider caches, with tool calls
+    turned off where the provider takes that (`without_tool_calls`). A build error is reported with `remedy`; an
+    answer that is a tool call raises `FoldToolCall`."""
     llm: Runnable[list[BaseMessage], object] | None = None
 
     async def summarize(prompt: list[BaseMessage]) -> str:
@@ -156,7 +167,7 @@ def summarizer_for(
             except Exception as exc:
                 msg = f"the summary model could not be built ({exc}); {remedy}"
                 raise RuntimeError(msg) from exc
-            llm = model.bind_tools(list(tools)) if tools and isinstance(model, BaseChatModel) else model
+            llm = without_tool_calls(model, tools) if tools and isinstance(model, BaseChatModel) else model
         try:
             response = await asyncio.wait_for(
                 llm.ainvoke(prompt, config={"callbacks": [], "run_name": "summarizing_agent_fold"}),
@@ -165,9 +176,30 @@ def summarizer_for(
         except asyncio.TimeoutError:
             msg = f"no answer within {timeout_seconds:g} s; raise Summary Timeout if the summary model is this slow"
             raise TimeoutError(msg) from None
-        return _text_of(response)
+        text = _text_of(response)
+        calls = getattr(response, "tool_calls", None)
+        if calls and not text.strip():
+            names = ", ".join(str(call.get("name")) for call in calls)
+            msg = f"the summary model answered with a tool call ({names}) instead of the summary"
+            raise FoldToolCall(msg)
+        return text
 
     return summarize
+
+
+def without_tool_calls(model: BaseChatModel, tools: Sequence[Any]) -> Runnable[list[BaseMessage], object]:
+    """`model` with `tools` bound and `tool_choice` set to call none (`TOOL_CHOICE_NONE`, by the package of the nearest
+    class of the model's that is listed there: a subclass of `ChatAnthropic` is Anthropic's); with the tools alone when
+    its `bind_tools` takes no such choice."""
+    packages = [cls.__module__.split(".", 1)[0] for cls in type(model).__mro__]
+    choice = next((TOOL_CHOICE_NONE[package] for package in packages if package in TOOL_CHOICE_NONE), "none")
+    if choice is not None:
+        try:
+            return model.bind_tools(list(tools), tool_choice=choice)
+        except (TypeError, ValueError, NotImplementedError) as refused:
+            # A tool-call answer is then caught by the fold and asked again quoted, without tools.
+            logger.debug("Summarizing Agent: %s takes no tool_choice (%s); tools bound alone", model, refused)
+    return model.bind_tools(list(tools))
 
 
 def _text_of(response: object) -> str:

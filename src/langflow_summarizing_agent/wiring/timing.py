@@ -20,8 +20,9 @@ process (`SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS`, default 4); more folds wait f
   what the newest turn left, not what was due when it began to wait;
 - a turn that finds its session's fold running leaves its job as the session's next fold, which starts when the
   running one ends (only the newest turn's: at most one running and one next fold per session);
-- each fold holds the session's fold lock (`SessionStore.fold_lock`), so a fold running in another worker makes
-  this one skip without a summary call;
+- each fold holds the session's fold lock (`SessionStore.fold_lock`): a fold that finds it held in another worker
+  makes no summary call, waits for that fold without holding a place, and then runs once more, so it follows it as
+  the session's next fold would in one worker (unless a newer turn here left one);
 - a fold that fails is logged and recorded for the session's next turn; one that is cancelled (the server shuts
   down) leaves the summary as it was, since only a completed fold saves.
 """
@@ -47,8 +48,6 @@ logger = logging.getLogger(__name__)
 
 ScopeKey = tuple[str, ...]
 """A `Scope.key`: flow, owner, session, context."""
-FoldJob = Callable[[], Awaitable[CatchUp | None]]
-"""The fold a turn leaves for after its reply."""
 
 MAX_RUNNING_ENV = "SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS"
 DEFAULT_MAX_RUNNING = 4
@@ -56,6 +55,21 @@ MAX_OUTCOMES = 10_000
 """Outcomes kept for sessions whose next turn has not come yet; the oldest are forgotten first."""
 REPLY_WAIT_SECONDS = 600.0
 """Longest wait for the session's reply before the fold after it runs anyway."""
+FOLD_WAIT_SECONDS = 120.0
+"""Longest wait for a session's folds running in any worker: by a read or reset through the API (past it, the answer's
+`fold_running` says so), or by a fold following them."""
+
+
+@dataclass(frozen=True)
+class FoldsElsewhere:
+    """What a fold job answers when the session's fold lock is held in another worker: `ended` waits for those folds
+    (False: one still ran after `FOLD_WAIT_SECONDS`)."""
+
+    ended: Callable[[], Awaitable[bool]]
+
+
+FoldJob = Callable[[], Awaitable[CatchUp | FoldsElsewhere | None]]
+"""The fold a turn leaves for after its reply."""
 
 
 @dataclass(frozen=True)
@@ -259,7 +273,8 @@ class AfterReply:
 
     async def _when_replied_and_placed(self, key: ScopeKey) -> CatchUp | None:
         """Run the session's newest job once its reply came and a place is free. A newer turn may replace the job
-        meanwhile: its fold waits for that turn's reply."""
+        meanwhile: its fold waits for that turn's reply. A job that finds the session's fold running in another
+        worker runs once more after it, unless a newer turn here left the session's next fold."""
         waited: Callable[[], Awaitable[None]] | None = None
         while True:
             after = self._jobs[key][1]
@@ -271,7 +286,15 @@ class AfterReply:
                 fold, after = self._jobs[key]
                 if after is None or after is waited:
                     del self._jobs[key]
-                    return await fold()
+                    outcome = await fold()
+                    break
+        if isinstance(outcome, FoldsElsewhere):
+            # A newer turn here may have left the session's next fold meanwhile: it folds what this one would.
+            if key in self._next or not await outcome.ended() or key in self._next:
+                return None
+            async with self._place():
+                outcome = await fold()
+        return outcome if isinstance(outcome, CatchUp) else None
 
     def _place(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()

@@ -4,13 +4,14 @@
 messages and the tools bound) and, when the call ends, the input tokens the provider reported (`usage_metadata`, as
 LangChain reports it for every provider) against the tokens the session's `TokenCounter` counts for the same call.
 `SessionUsage` keeps, per session, the scale that corrects the counter, and, per model, whether the provider reported
-tokens served from its prompt cache.
+tokens served from or written to its prompt cache.
 
 Langflow also stores usage on the reply (`properties.usage`), but as the sum over the turn's calls, with an estimate
 for a call that failed, and with no record of what each call sent; the callback sees each call with its own prompt.
 
 Caching applies to a model when its provider reported cached input tokens on an earlier call in this process, or,
-before any call, when the provider is one that caches every prompt automatically (`CACHING_PROVIDERS`).
+before any call, when the provider is one that caches every prompt automatically (`CACHING_PROVIDERS`) or one the
+agent asks to cache (`ASKED_PROVIDERS`, `wiring.prompt_cache`).
 """
 
 from __future__ import annotations
@@ -30,17 +31,25 @@ from langflow_summarizing_agent.engine.tokens import TokenCounter
 
 CACHING_PROVIDERS = frozenset({"OpenAI", "Azure OpenAI", "DeepSeek", "Google Generative AI", "Google", "xAI"})
 """Providers that cache every prompt's prefix without being asked: OpenAI from 1,024 tokens, DeepSeek, Gemini's
-implicit caching, xAI. Anthropic caches only at `cache_control` breakpoints, which the Agent does not set."""
+implicit caching, xAI."""
+ASKED_PROVIDERS = frozenset({"Anthropic"})
+"""Providers that cache only at `cache_control` breakpoints, which the Summarizing Agent sets (`wiring.prompt_cache`);
+the stock Agent sets none."""
+CACHE_DETAILS = ("cache_read", "cache_creation", "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
+"""The `input_token_details` of LangChain's usage that count cached tokens: read, or written (Anthropic's writes are
+under `cache_creation`, or by lifetime when it reports them so)."""
 SCALE_RANGE = (0.25, 4.0)
 """A reported count this far from the counted one is not a tokenizer difference (an estimate, a proxy): ignored."""
 
 
 @dataclass(frozen=True)
 class AgentCall:
-    """One call of the agent's model: what it sent, as the callback saw it."""
+    """One call of the agent's model: what it sent, as the callback saw it, and the top-level `cache_control` it
+    carried (Anthropic's breakpoint on the newest message, `wiring.prompt_cache`)."""
 
     messages: tuple[BaseMessage, ...]
     tools: tuple[Any, ...] = ()
+    cache_control: object = None
 
 
 class SessionUsage:
@@ -79,7 +88,7 @@ class SessionUsage:
         """Whether the provider serves this model's repeated prefixes from a cache."""
         if model and self._caching.get(model):
             return True
-        return provider in CACHING_PROVIDERS
+        return provider in CACHING_PROVIDERS or provider in ASKED_PROVIDERS
 
     def forget(self, key: Hashable) -> None:
         self._scales.pop(key, None)
@@ -105,7 +114,11 @@ class UsageObserver(BaseCallbackHandler):
     ) -> None:
         params = kwargs.get("invocation_params") or {}
         tools = params.get("tools") or ()
-        call = AgentCall(tuple(messages[0]) if messages else (), tuple(tools) if isinstance(tools, Sequence) else ())
+        call = AgentCall(
+            tuple(messages[0]) if messages else (),
+            tuple(tools) if isinstance(tools, Sequence) else (),
+            params.get("cache_control"),
+        )
         self._pending[run_id] = call
         self.last_call = call
 
@@ -116,7 +129,9 @@ class UsageObserver(BaseCallbackHandler):
             return
         reported = int(usage.get("input_tokens") or 0)
         details = usage.get("input_token_details") or {}
-        self.usage.saw_cache(self.model, int(details.get("cache_read") or 0))
+        # Anthropic reports the tokens it wrote to its cache apart from those it read: either shows it caches.
+        cached = sum(int(details.get(key) or 0) for key in CACHE_DETAILS)
+        self.usage.saw_cache(self.model, cached)
         self.usage.observe(self.key, counted=self.counter.raw_prompt(call.messages, call.tools), reported=reported)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:

@@ -212,6 +212,11 @@ class SummarizingAgentComponent(AgentComponent):
         # The turn watches the agent's model calls: the tokens the provider reports, and the prompt a fold reuses.
         return [*super()._get_shared_callbacks(), *agent_turn.usage_callbacks(self)]
 
+    def _build_middleware(self, llm: Any, *, allow_interrupts: bool = True) -> list:
+        # With the switch on, an Anthropic model gets cache breakpoints (`wiring.prompt_cache`); the stock Agent none.
+        middleware = super()._build_middleware(llm, allow_interrupts=allow_interrupts)
+        return [*middleware, *agent_turn.cache_middleware(self, llm)]
+
     def _build_initial_agent_message(self) -> Message:
         # The reply's first content block is this turn's memory step, shown in the Playground like a tool call.
         return agent_turn.with_memory_step(self, super()._build_initial_agent_message())

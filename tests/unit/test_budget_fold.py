@@ -1,0 +1,55 @@
+"""When the History Token Budget folds: past `budget_trigger_share` of it, or, with a provider that caches prompts,
+only once one more exchange like the newest would not fit (each fold makes the next agent call miss its history in
+the cache)."""
+
+from __future__ import annotations
+
+import pytest
+
+from langflow_summarizing_agent.engine.fold import SaveFailures
+from langflow_summarizing_agent.engine.settings import FoldSettings
+from langflow_summarizing_agent.engine.turn import fold_if_due
+from tests.support.fakes import InMemoryStore, RecordingSummarizer, make_messages
+from tests.unit.plan_sessions import folded, message_tokens, tagged_text
+
+BUDGET = 7_000
+
+
+def chat(messages: int) -> InMemoryStore:
+    return InMemoryStore(make_messages([tagged_text(i, 250) for i in range(messages)]))
+
+
+def chosen(*, prompt_cache: bool) -> FoldSettings:
+    # Fold Batch out of reach: only the budget folds.
+    return FoldSettings(n_messages=10, fold_batch=100, history_token_budget=BUDGET, prompt_cache=prompt_cache)
+
+
+def tokens(store: InMemoryStore) -> tuple[int, int]:
+    """The unfolded history's tokens (nothing is summarized yet) and its newest exchange's."""
+    sizes = [message_tokens(m) for m in store.messages_stored]
+    return sum(sizes), sum(sizes[-2:])
+
+
+@pytest.mark.parametrize(("prompt_cache", "folds"), [(False, True), (True, False)])
+async def test_past_the_trigger_share_a_cached_prompt_waits_while_one_more_exchange_fits(
+    prompt_cache: bool, folds: bool
+) -> None:
+    store = chat(24)
+    unfolded, newest = tokens(store)
+    assert 0.8 * BUDGET < unfolded <= BUDGET - newest
+
+    turn = await fold_if_due(store, RecordingSummarizer(), chosen(prompt_cache=prompt_cache), failures=SaveFailures())
+
+    assert (folded(turn) > 0) is folds
+    assert turn.plan.not_summarized == 0 and turn.plan.window_sent == turn.plan.window
+
+
+async def test_a_cached_prompt_folds_once_one_more_exchange_would_not_fit() -> None:
+    store = chat(26)
+    unfolded, newest = tokens(store)
+    assert BUDGET - newest < unfolded <= BUDGET
+
+    turn = await fold_if_due(store, RecordingSummarizer(), chosen(prompt_cache=True), failures=SaveFailures())
+
+    assert folded(turn) == 26 - 9, "the fold takes everything older than the window"
+    assert turn.plan.history_tokens <= BUDGET
