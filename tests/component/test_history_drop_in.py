@@ -5,13 +5,13 @@ Ported from Langflow's repository (langflow-ai/langflow, 1.13 line); each group 
 and assertions are upstream's; only the class under test is swapped. The stock Message History runs the same tests
 as the control, so a failure that is Langflow's shows on "stock" too. Upstream's mocked graphs carry a flow id but
 no owner, so with the switch on Retrieve mode runs the summarizing turn on Langflow's database, finds no owner and
-falls back to the stock retrieval (as the Summarizing Agent does in test_drop_in.py); each retrieval test also
+falls back to the stock retrieval (as the Summarizing Agent does in test_drop_in_context.py); each retrieval test also
 checks that the turn reported that fallback. Options the switch refuses by design (External Memory) assert the
 refusal with the switch on.
 
 Left out: `TestCoerceFlowIdToUuid` and `TestAgetAgentChatHistoryHelper` of test_memory_flow_id_scoping.py, which
 test module functions of lfx's memory module with no component to swap (ours reaches them through the inherited
-stock retrieval); its `TestAgentGetMemoryDataIntegration`, ported for the Agent in test_drop_in.py, and
+stock retrieval); its `TestAgentGetMemoryDataIntegration`, ported for the Agent in test_drop_in_context.py, and
 `TestCugaGetMemoryDataIntegration` (the Cuga agent); the Memory Chatbot starter project tests
 (src/backend/tests/unit/initial_setup/starter_projects/test_memory_chatbot.py), which test that graph's build order
 and dump, not the component, and whose stored versions import modules Langflow 1.13 no longer ships; and

@@ -1,7 +1,7 @@
 """What only the database store has: row locks, the unique key, Langflow's graph scope, one-statement turns.
 
-The rules every store keeps (scope, cursor, ties, compare-and-swap) are in `test_store_contract.py`; purges,
-renames and the session-wide read and reset in `test_summary_rows.py`.
+The rules every store keeps (scope, cursor, ties, compare-and-swap) are in `test_store_contract.py` and
+`test_store_reads.py`; purges, renames and the session-wide read and reset in `test_summary_rows.py`.
 """
 
 from __future__ import annotations

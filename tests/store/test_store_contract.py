@@ -1,12 +1,11 @@
 """The session store's contract (`engine.store.SessionStore`), run unchanged on the in-memory fake, SQLite and
-Postgres.
+Postgres: its summary row.
 
-Each backend gives a `Harness`: a `SessionStore` per scope, a way to store and delete chat messages as Langflow does
-(without the listeners, which `test_lifecycle` covers), and the two session-wide row operations the rules below
-need (reset a session's rows, count a flow's rows). Scope, cursor, tie and compare-and-swap rules are stated once
-here; what only a database has (locks, constraints, Langflow's graph scope, statement counts) stays in
-`test_database_store.py`, and the row purges, moves and session-wide reads production runs through `SummaryRows` are
-in `test_summary_rows.py`.
+Each backend gives a `Harness` (`contract_harness.py`, the `harness` fixture in this directory's conftest.py). The
+compare-and-swap, scope and stale-row rules are stated once here, the message reads (cursor, ties, limits, error rows,
+the turn's input, contexts) in `test_store_reads.py`; what only a database has (locks, constraints, Langflow's graph
+scope, statement counts) stays in `test_database_store.py`, and the row purges, moves and session-wide reads
+production runs through `SummaryRows` are in `test_summary_rows.py`.
 """
 
 from __future__ import annotations
@@ -15,138 +14,15 @@ import asyncio
 import copy
 import dataclasses
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 import pytest
 
-from langflow_summarizing_agent.engine.records import Cursor, Scope, StoredMessage, Summary
-from langflow_summarizing_agent.engine.store import SessionStore
-from tests.support.fakes import InMemoryDatabase
-from tests.support.langflow_db import STORE_IN_MEMORY, LangflowDatabase, MemoryScope
+from langflow_summarizing_agent.engine.records import Cursor, Summary
+from tests.store.contract_harness import EVERY_BACKEND, Harness, at, saved
+from tests.support.langflow_db import MemoryScope
 
-pytestmark = pytest.mark.parametrize(
-    "langflow_db",
-    [STORE_IN_MEMORY, "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
-    indirect=True,
-)
-
-T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
-@dataclasses.dataclass
-class Harness:
-    make_store: Callable[..., SessionStore]
-    """`make_store(scope, before=..., through=...)`: the backend's `SessionStore` of one `Scope`."""
-    add_rows: Callable[..., Awaitable[list[str]]]
-    delete_rows: Callable[[list[str]], Awaitable[None]]
-    reset_rows: Callable[[MemoryScope], Awaitable[int]]
-    count_rows: Callable[[uuid.UUID], Awaitable[int]]
-
-    async def add(self, scope: MemoryScope, rows: list[tuple[datetime, str]], **columns: Any) -> list[str]:
-        """Store messages (User and Machine alternating); their ids in the order given."""
-        return await self.add_rows(scope, rows, **columns)
-
-    async def delete(self, message_ids: list[str]) -> None:
-        """Delete messages behind the store's back, as raw SQL would."""
-        await self.delete_rows(message_ids)
-
-    async def reset(self, scope: MemoryScope) -> int:
-        """Delete the session's summary rows (every owner and context) as the HTTP API's reset does; the rows
-        deleted."""
-        return await self.reset_rows(scope)
-
-    async def count(self, flow_id: uuid.UUID) -> int:
-        """The flow's summary rows (every owner, session and context)."""
-        return await self.count_rows(flow_id)
-
-    def session(self, scope: MemoryScope, *, before: Any = None, through: Any = None, **overrides: Any) -> SessionStore:
-        """The store of `scope` (`context_id` and any id overridden), its reads ending before or through a message."""
-        return self.make_store(scope.scope(**overrides), before=before, through=through)
-
-
-@pytest.fixture
-def harness(langflow_db: LangflowDatabase, insert_messages) -> Harness:
-    if langflow_db.backend == STORE_IN_MEMORY:
-        return _memory_harness()
-    from tests.support.langflow_db import database_store
-
-    async def add(scope: MemoryScope, rows: list[tuple[datetime, str]], **columns: Any) -> list[str]:
-        return [str(row.id) for row in await insert_messages(scope, rows, **columns)]
-
-    return Harness(database_store, add, _delete_behind_langflows_back, _reset_session, _count_summary_rows)
-
-
-def _memory_harness() -> Harness:
-    fake = InMemoryDatabase()
-
-    async def add(scope: MemoryScope, rows: list[tuple[datetime, str]], **columns: Any) -> list[str]:
-        ids = []
-        for index, (timestamp, text) in enumerate(rows):
-            message_id = str(columns.get("id") or uuid.uuid4())
-            role = "user" if index % 2 == 0 else "assistant"
-            message = StoredMessage(id=message_id, timestamp=timestamp, role=role, text=text)
-            error = bool(columns.get("error")) or columns.get("category") == "error"
-            key = (str(scope.flow_id), str(scope.user_id), scope.session_id)
-            fake.add_messages(key, [message], context_id=columns.get("context_id"), error=error)
-            ids.append(message_id)
-        return ids
-
-    async def delete(message_ids: list[str]) -> None:
-        fake.delete_messages(message_ids)
-
-    async def reset(scope: MemoryScope) -> int:
-        rows = [key for key in fake.rows if (key[0], key[2]) == (str(scope.flow_id), scope.session_id)]
-        for key in rows:
-            del fake.rows[key]
-        return len(rows)
-
-    async def count(flow_id: uuid.UUID) -> int:
-        return sum(1 for key in fake.rows if key[0] == str(flow_id))
-
-    def make_store(scope: Scope, *, before: Any = None, through: Any = None) -> SessionStore:
-        return fake.store(scope, before=before, through=through)
-
-    return Harness(make_store, add, delete, reset, count)
-
-
-async def _delete_behind_langflows_back(message_ids: list[str]) -> None:
-    import sqlalchemy as sa
-    from langflow.services.database.models.message.model import MessageTable
-    from langflow.services.deps import get_db_service
-
-    table = MessageTable.__table__
-    async with get_db_service().engine.begin() as connection:
-        await connection.execute(sa.delete(table).where(table.c.id.in_([uuid.UUID(i) for i in message_ids])))
-
-
-async def _reset_session(scope: MemoryScope) -> int:
-    from langflow_summarizing_agent.storage.store import reset_session
-
-    return await reset_session(flow_id=scope.flow_id, session_id=scope.session_id)
-
-
-async def _count_summary_rows(flow_id: uuid.UUID) -> int:
-    from langflow.services.deps import session_scope
-
-    from langflow_summarizing_agent.storage.summaries import SummaryRows
-
-    async with session_scope() as session:
-        return await session.run_sync(lambda sync: SummaryRows(sync.connection()).count(flow_id))
-
-
-async def saved(harness: Harness, scope: MemoryScope, text: str = "s", **overrides: Any) -> Summary:
-    """A first save of the scope, after one message so the session exists; the summary as saved."""
-    if not await harness.session(scope, **overrides).messages(limit=1):
-        await harness.add(scope, [(at(0), "hello")], **{k: v for k, v in overrides.items() if k == "context_id"})
-    summary = await harness.session(scope, **overrides).save(Summary(text=text))
-    assert summary is not None
-    return summary
+pytestmark = EVERY_BACKEND
 
 
 def won(results: list[Summary | None]) -> list[bool]:
@@ -336,136 +212,6 @@ async def test_unresolvable_ids_fail_closed(harness: Harness, memory_scope: Memo
         assert await store.messages(limit=10, newest=True) == []
         assert await store.count() == 0
     assert (await harness.session(memory_scope).load()).text == "kept"
-
-
-# Message reads: cursor, ties, limits, error rows, the turn's input, contexts
-
-
-async def test_messages_after_a_cursor_order_equal_timestamps_by_id(
-    harness: Harness, memory_scope: MemoryScope
-) -> None:
-    same_instant = await harness.add(memory_scope, [(at(5), f"tied {n}") for n in range(6)])
-    later = await harness.add(memory_scope, [(at(6), "later")])
-    earlier = await harness.add(memory_scope, [(at(4), "earlier")])
-    expected = earlier + sorted(same_instant) + later
-    store = harness.session(memory_scope)
-
-    everything = await store.messages(limit=100)
-    assert [m.id for m in everything] == expected
-    assert [m.id for m in await store.messages(limit=100, after=everything[3].cursor)] == expected[4:]
-    assert [m.id for m in await store.messages(limit=100, after=everything[3].cursor, newest=True)] == expected[4:]
-
-    paged: list[StoredMessage] = []
-    cursor = None
-    while page := await store.messages(limit=2, after=cursor):
-        paged.extend(page)
-        cursor = page[-1].cursor
-    assert [m.id for m in paged] == expected
-
-
-async def test_limits(harness: Harness, memory_scope: MemoryScope) -> None:
-    await harness.add(memory_scope, [(at(n), f"m{n}") for n in range(7)])
-    store = harness.session(memory_scope)
-
-    assert [m.text for m in await store.messages(limit=3)] == ["m0", "m1", "m2"]
-    assert [m.text for m in await store.messages(limit=3, newest=True)] == ["m4", "m5", "m6"]
-    assert await store.messages(limit=0) == []
-    assert await store.messages(limit=0, newest=True) == []
-    assert len(await store.messages(limit=50, newest=True)) == 7
-
-
-async def test_error_rows_are_skipped(harness: Harness, memory_scope: MemoryScope) -> None:
-    await harness.add(memory_scope, [(at(0), "question")])
-    await harness.add(memory_scope, [(at(1), "component failed")], error=True)
-    await harness.add(memory_scope, [(at(2), "error category")], category="error")
-    await harness.add(memory_scope, [(at(3), "answer")])
-    store = harness.session(memory_scope)
-
-    assert [m.text for m in await store.messages(limit=10)] == ["question", "answer"]
-    assert [m.text for m in await store.messages(limit=10, newest=True)] == ["question", "answer"]
-    assert await store.count(before=Cursor(at(9), str(uuid.uuid4()))) == 2
-
-
-async def add_an_input_with_ties(harness: Harness, memory_scope: MemoryScope, then: str) -> uuid.UUID:
-    """Three messages, the input, a message stored at its instant on each side of it by id, then `then`; returns the
-    input's id."""
-    input_id = uuid.uuid4()
-    await harness.add(memory_scope, [(at(i), f"m{i}") for i in range(3)])
-    await harness.add(memory_scope, [(at(5), "input")], id=input_id)
-    await harness.add(memory_scope, [(at(5), "tie before")], id=uuid.UUID(int=input_id.int - 1))
-    await harness.add(memory_scope, [(at(5), "tie after")], id=uuid.UUID(int=input_id.int + 1))
-    await harness.add(memory_scope, [(at(6), then)])
-    return input_id
-
-
-async def test_reads_stop_at_the_turns_input(harness: Harness, memory_scope: MemoryScope) -> None:
-    """The input is not read, nor what a concurrent run stored after it (a timestamp tie goes by id)."""
-    input_id = await add_an_input_with_ties(harness, memory_scope, then="a concurrent run's")
-    store = harness.session(memory_scope, before=str(input_id))
-
-    expected = ["m0", "m1", "m2", "tie before"]
-    assert [m.text for m in await store.messages(limit=10, newest=True)] == expected
-    assert [m.text for m in await store.messages(limit=10)] == expected
-    assert [m.text for m in (await store.load_turn(10))[1]] == expected
-    assert await store.count(before=Cursor(at(9), str(uuid.uuid4()))) == 4
-
-
-async def test_reads_through_the_input_end_with_it(harness: Harness, memory_scope: MemoryScope) -> None:
-    """A fold after the reply reads through the turn's input: it is read, what was stored after it is not."""
-    input_id = await add_an_input_with_ties(harness, memory_scope, then="the reply")
-    store = harness.session(memory_scope, through=str(input_id))
-
-    expected = ["m0", "m1", "m2", "tie before", "input"]
-    assert [m.text for m in await store.messages(limit=10, newest=True)] == expected
-    assert [m.text for m in await store.messages(limit=10)] == expected
-    assert [m.text for m in (await store.load_turn(10))[1]] == expected
-    assert await store.count(before=Cursor(at(9), str(uuid.uuid4()))) == 5
-
-
-async def test_count_between_cursors(harness: Harness, memory_scope: MemoryScope) -> None:
-    await harness.add(memory_scope, [(at(1), f"tied {n}") for n in range(4)] + [(at(2), "last")])
-    store = harness.session(memory_scope)
-    ordered = await store.messages(limit=10)
-
-    assert await store.count(before=ordered[-1].cursor) == 4
-    assert await store.count(after=ordered[0].cursor, before=ordered[-1].cursor) == 3
-    assert await store.count(after=ordered[1].cursor, before=ordered[2].cursor) == 0
-
-
-async def test_a_context_narrows_reads_and_no_context_reads_every_context(
-    harness: Harness, memory_scope: MemoryScope
-) -> None:
-    await harness.add(memory_scope, [(at(0), "in alpha")], context_id="alpha")
-    await harness.add(memory_scope, [(at(1), "in beta")], context_id="beta")
-
-    in_alpha = await harness.session(memory_scope, context_id="alpha").messages(limit=10)
-    assert [m.text for m in in_alpha] == ["in alpha"]
-    everything = await harness.session(memory_scope, context_id=None).messages(limit=10)
-    assert [m.text for m in everything] == ["in alpha", "in beta"]
-    empty_context = harness.session(memory_scope, context_id="")
-    assert [m.text for m in await empty_context.messages(limit=10)] == ["in alpha", "in beta"]
-    assert await empty_context.count() == 2
-    assert [m.text for m in (await empty_context.load_turn(10))[1]] == ["in alpha", "in beta"]
-
-
-async def test_load_turn_reads_the_summary_and_what_follows_its_cursor(
-    harness: Harness, memory_scope: MemoryScope
-) -> None:
-    ids = await harness.add(memory_scope, [(at(i), f"m{i}") for i in range(6)] + [(at(5), "tie")])
-    store = harness.session(memory_scope)
-    tie_order = sorted(ids[5:])
-
-    summary, read = await store.load_turn(4)
-    assert (summary, [m.id for m in read]) == (Summary(), ids[3:5] + tie_order)
-
-    folded = await store.save(Summary(text="s", pinned={"k": "v"}, cursor=Cursor(at(5), tie_order[0]), folded_count=6))
-    assert folded is not None
-    summary, read = await store.load_turn(4)
-    assert (summary, [m.id for m in read]) == (folded, [tie_order[1]])
-
-    folded = await store.save(dataclasses.replace(folded, cursor=Cursor(at(5), tie_order[1])))
-    assert folded is not None
-    assert await store.load_turn(4) == (folded, [])
 
 
 # Stale rows

@@ -2,7 +2,7 @@
 moves), and `session_summaries()` / `reset_session()` (the HTTP API's session-wide read and reset).
 
 On SQLite and Postgres: these ran on the in-memory fake too while the fake had a store of summary rows; the fake now has
-only the `SessionStore` protocol, whose rules are in `test_store_contract.py`.
+only the `SessionStore` protocol, whose rules are in `test_store_contract.py` and `test_store_reads.py`.
 """
 
 from __future__ import annotations
