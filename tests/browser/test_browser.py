@@ -82,16 +82,27 @@ def test_a_dropped_agent_shows_the_switch_on_and_pinned_keys_on_the_node(
         entry = visible(browser, "summarizing_agentSummarizing Agent")
         ActionChains(browser).move_to_element(entry).perform()
         clickable(browser, "add-component-button-summarizing-agent").click()
-        title = visible(browser, "title-Summarizing Agent")
+        visible(browser, "title-Summarizing Agent")
 
         # On the node itself, without opening the Parameters panel.
-        switch = visible(browser, "toggle_bool_summarize_older_messages")
-        assert switch.get_attribute("aria-checked") == "true"
-        type_until_it_holds(browser, "inputlist_str_pinned_keys_0", "project_id")
-        node = title.find_element(
-            By.XPATH, "./ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' react-flow__node ')]"
+        # The node re-renders once its template loads: read the switch afresh until it answers.
+        checked = wait_for(
+            browser,
+            lambda d: visible(d, "toggle_bool_summarize_older_messages").get_attribute("aria-checked"),
+            "the switch Summarize Older Messages",
         )
-        node.screenshot(str(screenshots_dir / NODE_SCREENSHOT))
+        assert checked == "true"
+        type_until_it_holds(browser, "inputlist_str_pinned_keys_0", "project_id")
+        node_of_title = "./ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' react-flow__node ')]"
+        wait_for(
+            browser,
+            lambda d: (
+                visible(d, "title-Summarizing Agent")
+                .find_element(By.XPATH, node_of_title)
+                .screenshot(str(screenshots_dir / NODE_SCREENSHOT))
+            ),
+            "a screenshot of the node",
+        )
     except Exception:
         screenshot_on_failure(browser, "summarizing-agent-node-failure.png")
         raise
@@ -118,16 +129,16 @@ def _open_last_step(driver: WebDriver) -> None:
 
 
 def _last_step_items(driver: WebDriver) -> list[str]:
-    """The items of the last memory step opened, one list item each, once it has slid open."""
+    """The items of the last memory step opened, one list item each, once it has slid open: Selenium reads a hidden
+    item's text as empty, so every item must read some."""
     step_text = "//*[starts-with(normalize-space(.), 'Memory:')][.//li]"
-    return wait_for(
-        driver,
-        lambda d: (
-            (found := d.find_elements(By.XPATH, step_text))
-            and [item.text for item in found[-1].find_elements(By.TAG_NAME, "li")]
-        ),
-        "the memory step's items",
-    )
+
+    def shown_items(d: WebDriver) -> list[str]:
+        found = d.find_elements(By.XPATH, step_text)
+        items = [item.text for item in found[-1].find_elements(By.TAG_NAME, "li")] if found else []
+        return items if all(items) else []
+
+    return wait_for(driver, shown_items, "the memory step's items")
 
 
 def _session_menu(driver: WebDriver, session_id: str, option: str) -> None:
