@@ -10,6 +10,7 @@ Exchange e's user message is stored message 2e, its reply 2e + 1 (the model know
 - Folded: in the batch of a summary call that succeeded. m leaves the window at L(m), the first exchange after m whose
   window no longer holds m. Never reached again: m left the window, was not sent verbatim at an exchange >= L(m), and
   was not folded.
+- Cut changes: a message cut to fit the budget at turns t - 1 and t, and not to the same length.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.billing import tokens
+from benchmarks.billing import COUNTER
 from benchmarks.script import Exchange
 
 
@@ -29,15 +30,16 @@ def message_numbers(session: Sequence[Exchange]) -> dict[str, int]:
 
 
 def fidelity(session: Sequence[Exchange], calls: Sequence[Any], n_messages: int, budget: int) -> dict[str, Any]:
-    """The fidelity metrics of one run (definitions in the module docstring)."""
-    size = {n: tokens(text) for text, n in message_numbers(session).items()}
+    size = {n: COUNTER.text(text) for text, n in message_numbers(session).items()}
     numbers = sorted(size)
     window_size = max(n_messages - 1, 0)
     sent: dict[int, set[int]] = {}
+    cut: dict[int, dict[int, int]] = {}
     folded: set[int] = set()
     for call in calls:
         if call.kind == "agent":
             sent.setdefault(call.exchange, set(call.verbatim))
+            cut.setdefault(call.exchange, dict(call.cut))
         elif not call.failed:
             folded.update(call.folded)
     per_turn: list[int | None] = [None] * len(session)
@@ -76,4 +78,7 @@ def fidelity(session: Sequence[Exchange], calls: Sequence[Any], n_messages: int,
         "previous_exchange_over_budget_turns": missing_over,
         "left_window": len(left_at),
         "never_reached_again": lost,
+        "cut_changes": sum(
+            cut.get(t - 1, {}).get(n, size) != size for t, sizes in cut.items() for n, size in sizes.items()
+        ),
     }

@@ -12,7 +12,7 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
-from benchmarks.model import BenchmarkChatModel, BenchmarkModelComponent
+from benchmarks.model import BenchmarkChatModel
 from benchmarks.script import support_session
 from benchmarks.support_session import Run, compare, parse_args, replay, run_graph, write
 from langflow_summarizing_agent.wiring import runtime
@@ -28,37 +28,31 @@ RUNS = (
 
 
 async def history_turn(run: Run, model: BenchmarkChatModel, text: str, settings: dict[str, Any], *ids: Any) -> Any:
-    from lfx.components.input_output import ChatInput, ChatOutput
     from lfx.components.models_and_agents.language_model import LanguageModelComponent
     from lfx.components.models_and_agents.memory import MemoryComponent
     from lfx.components.models_and_agents.prompt import PromptComponent
-    from lfx.graph import Graph
 
     from langflow_summarizing_agent.components.summarizing_agent.summarizing_message_history import (
         SummarizingMessageHistoryComponent,
     )
 
-    chat_input = ChatInput(_id="chat_input")
-    chat_input.set(input_value=text)
-    model_component = BenchmarkModelComponent(_id="model")
-    model_component.chat_model = model
-    history = (SummarizingMessageHistoryComponent if run.summarizing else MemoryComponent)(_id="history")
-    # The Agent's settings of the run, less its calculator tool: the same window and the same switch.
-    history.set(**{name: value for name, value in settings.items() if name != "add_calculator_tool"})
-    if run.summarizing:
-        history.set(summary_model=model_component.build_model)
-    prompt = PromptComponent(_id="prompt")
-    prompt.set(template=PROMPT, memory=history.retrieve_messages_as_text, question=chat_input.message_response)
-    language_model = LanguageModelComponent(_id="language_model")
-    language_model.set(model=model_component.build_model, input_value=prompt.build_prompt)
-    chat_output = ChatOutput(_id="chat_output")
-    chat_output.set(input_value=language_model.text_response)
-    graph = Graph(chat_input, chat_output, flow_id=str(ids[0]), user_id=str(ids[1]))
-    return await run_graph(graph, ids[2], "language_model")
+    def prompted(question: Any, language_model: Any) -> Any:
+        history = (SummarizingMessageHistoryComponent if run.summarizing else MemoryComponent)(_id="history")
+        # The Agent's settings of the run, less its calculator tool: the same window and the same switch.
+        history.set(**{name: value for name, value in settings.items() if name != "add_calculator_tool"})
+        if run.summarizing:
+            history.set(summary_model=language_model)
+        prompt = PromptComponent(_id="prompt")
+        prompt.set(template=PROMPT, memory=history.retrieve_messages_as_text, question=question)
+        model_component = LanguageModelComponent(_id="language_model")
+        model_component.set(model=language_model, input_value=prompt.build_prompt)
+        return model_component.text_response
+
+    return await run_graph(model, text, prompted, ids, "language_model")
 
 
 async def main_async(argv: list[str] | None = None) -> dict[str, Any]:
-    args = parse_args(argv, __doc__).parse_args(argv)
+    args = parse_args(__doc__).parse_args(argv)
     # A Language Model calls no tools: the scripted tool calls of the Agent's session are left out.
     session = [replace(exchange, tool_calls=0) for exchange in support_session(args.exchanges)]
     async with langflow_services(args.backend):

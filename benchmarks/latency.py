@@ -57,7 +57,7 @@ class SlowSummaryModel(BenchmarkChatModel):
 
 
 async def main_async(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = parse_args(argv, __doc__)
+    parser = parse_args(__doc__)
     parser.add_argument("--summary-seconds", type=float, default=2.0, help="time each summary call takes")
     parser.add_argument("--think-seconds", type=float, default=3.0, help="pause between exchanges, fold after reply")
     args = parser.parse_args(argv)

@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import functools
 import gc
-import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+import sqlalchemy as sa
+from langflow.services.database.models.message.model import MessageTable
+from langflow.services.deps import get_db_service, session_scope
+from lfx.schema.message import Message
 
 from benchmarks.script import filler_message
+from langflow_summarizing_agent.engine.records import NO_CONTEXT, Cursor, Scope, Summary
+from langflow_summarizing_agent.engine.report import problems
+from langflow_summarizing_agent.engine.store import HeldScopes
+from tests.support.flow_files import agent_template, load_support_flow
 from tests.support.round_trips import statement_counter
 
-SUPPORT_FLOW = Path(__file__).resolve().parent.parent / "flows" / "summarizing_support_agent.json"
 N_MESSAGES, PINNED_KEYS, WARMUP = 10, ["project_id", "cluster"], 10
 PINNED = {"project_id": "PRJ-123", "cluster": "EU cluster"}
 SUMMARY_TEXT = "\n".join(f"- {filler_message(index)[:120]}" for index in range(0, 36, 2))
@@ -36,8 +41,8 @@ async def timed(
     from lfx.memory import flow_context as context
 
     tokens = context.set_current_flow_id(scope[0]), context.set_current_message_owner_id(scope[1])
-    times, statements, commits = [], 0, 0
-    for repeat in range(WARMUP + repeats):
+    samples = []
+    for _ in range(WARMUP + repeats):
         call = prepare()
         gc.collect()
         gc.disable()
@@ -50,12 +55,11 @@ async def timed(
             gc.enable()
         if callable(result):
             result()
-        if repeat >= WARMUP:
-            times.append(seconds * 1000)
-            statements, commits = max(statements, trips.statements), max(commits, trips.commits)
+        samples.append((seconds * 1000, trips.statements, trips.commits))
     context.reset_current_message_owner_id(tokens[1])
     context.reset_current_flow_id(tokens[0])
-    return {"ms": round(float(np.median(times)), 3), "statements": statements, "commits": commits}
+    times, statements, commits = zip(*samples[WARMUP:], strict=True)
+    return {"ms": round(float(np.median(times)), 3), "statements": max(statements), "commits": max(commits)}
 
 
 async def measure_memory_path(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
@@ -80,10 +84,8 @@ def _memory_call(kind: str, flow_id: uuid.UUID, user_id: uuid.UUID, input_row: A
     the check that the history was read and the turn did not fold."""
     from lfx.components.models_and_agents.agent import AgentComponent
     from lfx.graph import Graph
-    from lfx.schema.message import Message
 
     from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
-    from langflow_summarizing_agent.engine.report import problems
     from langflow_summarizing_agent.wiring.agent_turn import turn_of
 
     settings: dict[str, Any] = {"n_messages": N_MESSAGES}
@@ -91,7 +93,7 @@ def _memory_call(kind: str, flow_id: uuid.UUID, user_id: uuid.UUID, input_row: A
         settings |= {"summarize_older_messages": True, "pinned_keys": PINNED_KEYS}
     agent = (SummarizingAgentComponent if kind == "summarizing" else AgentComponent)(_id="agent")
     current = Message(id=str(input_row.id), text=input_row.text, sender="User", session_id=input_row.session_id)
-    agent.set(model=flow_model_selection(), input_value=current, **settings)
+    agent.set(model=agent_template(load_support_flow())["model"]["value"], input_value=current, **settings)
     graph = Graph(agent, agent, flow_id=str(flow_id), user_id=str(user_id))
     graph.session_id = input_row.session_id
     graph.set_run_id()
@@ -109,20 +111,8 @@ def _memory_call(kind: str, flow_id: uuid.UUID, user_id: uuid.UUID, input_row: A
     return call
 
 
-def flow_model_selection() -> list[dict[str, Any]]:
-    """The Language Model field's value in the ready flow: the provider and model picked there."""
-    flow = json.loads(SUPPORT_FLOW.read_text(encoding="utf-8"))
-    [agent] = [node for node in flow["data"]["nodes"] if "SummarizingAgent" in node["data"]["type"]]
-    return agent["data"]["node"]["template"]["model"]["value"]
-
-
 async def _store_session(flow_id: uuid.UUID, user_id: uuid.UUID, session_id: str, size: int) -> Any:
     """`size` message rows ending with the turn's input, and a summary whose cursor is just before the window."""
-    from langflow.services.database.models.message.model import MessageTable
-    from langflow.services.deps import session_scope
-
-    from langflow_summarizing_agent.engine.records import Cursor, Scope, Summary
-    from langflow_summarizing_agent.engine.store import HeldScopes
     from langflow_summarizing_agent.storage.store import DatabaseStore
 
     start = datetime.now(timezone.utc) - timedelta(seconds=size)
@@ -147,12 +137,6 @@ async def _store_session(flow_id: uuid.UUID, user_id: uuid.UUID, session_id: str
 
 async def measure_state_io(sessions: int, repeats: int) -> dict[str, Any]:
     """One summary read and one compare-and-swap write with `sessions` summaries stored (100 sessions a flow)."""
-    from langflow.services.database.models.message.model import MessageTable
-    from langflow.services.deps import get_db_service
-    from sqlalchemy import insert
-
-    from langflow_summarizing_agent.engine.records import NO_CONTEXT, Scope
-    from langflow_summarizing_agent.engine.store import HeldScopes
     from langflow_summarizing_agent.storage.migrate import current_database_url, upgrade
     from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
     from langflow_summarizing_agent.storage.store import DatabaseStore
@@ -170,7 +154,7 @@ async def measure_state_io(sessions: int, repeats: int) -> dict[str, Any]:
         for table, row in ((SessionMemoryStateTable, state), (MessageTable, message)):
             rows = [{**row, "id": uuid.uuid4(), **key} for key in keys]
             for start in range(0, len(rows), 1_000):
-                await connection.execute(insert(table.__table__), rows[start : start + 1_000])  # type: ignore[union-attr]
+                await connection.execute(sa.insert(table.__table__), rows[start : start + 1_000])  # type: ignore[union-attr]
     await _analyze()
     scope = scopes[len(scopes) // 2]
     store = DatabaseStore(scope, locks=HeldScopes())
@@ -197,10 +181,7 @@ async def measure_state_io(sessions: int, repeats: int) -> dict[str, Any]:
 
 async def _analyze() -> None:
     """Postgres: planner statistics after the bulk insert, as autovacuum would; Langflow never analyzes SQLite."""
-    from langflow.services.deps import get_db_service
-    from sqlalchemy import text
-
     engine = get_db_service().engine
     if engine.dialect.name == "postgresql":
         async with engine.begin() as connection:
-            await connection.execute(text("ANALYZE"))
+            await connection.execute(sa.text("ANALYZE"))

@@ -1,8 +1,10 @@
-"""The benchmark's chat model: offline, scripted turn by turn, behind both the agent and its folds (one prompt cache).
+"""The benchmark's chat models: offline, scripted turn by turn, behind both the agent and its folds (one prompt cache).
 
-Each call is recorded with its input and cached tokens (`benchmarks.billing`) and the numbers of the stored messages
-it received (`benchmarks.fidelity`): an agent call's history messages that are a message's full text, a fold's
-`<conversation>` messages (a text cut at `MAX_MESSAGE_CHARS` and ending " …" counts as its message).
+Each call is recorded with its input, cached and written tokens (`benchmarks.billing`) and the numbers of the stored
+messages it received (`benchmarks.fidelity`): an agent call's history messages that are a message's full text or a
+message cut to fit the budget, a fold's `<conversation>` messages (a text cut at `MAX_MESSAGE_CHARS` and ending " …"
+counts as its message). `BenchmarkChatModel` is billed by OpenAI's rule; `BenchmarkAnthropicModel`, a `ChatAnthropic`
+on which the component sets its breakpoints, by Anthropic's on the request body `ChatAnthropic` builds.
 """
 
 from __future__ import annotations
@@ -12,24 +14,21 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_anthropic import ChatAnthropic
+from langchain_anthropic.chat_models import convert_to_anthropic_tool
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from lfx.custom.custom_component.component import Component
-from lfx.field_typing import LanguageModel
-from lfx.io import Output
 from pydantic import Field
 
-from benchmarks.billing import COUNTER, PromptCache
+from benchmarks.billing import COUNTER, anthropic_usage, openai_usage
 from benchmarks.script import Exchange
-from langflow_summarizing_agent.engine.prompt import FOLD_INSTRUCTION, FOLD_SYSTEM_PROMPT, SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.settings import DEFAULT_SUMMARY_WORDS, MAX_MESSAGE_CHARS
+from langflow_summarizing_agent.engine.tokens import CUT_MARKER
+from tests.support.fake_chat_model import is_fold_prompt, is_prefix_fold, parse_fold_prompt
+from tests.support.prompt_caches import AnthropicCache, OpenAICache
 
-FOLD_PROMPT_START = FOLD_SYSTEM_PROMPT.split("\n", 1)[0]
-_OPENING, _MARKED = FOLD_INSTRUCTION.split("{fold_id}")[:2]
-INSTRUCTION = re.compile(re.escape(_OPENING) + r"(\w+)" + re.escape(_MARKED) + r"\1\b")
-"""The fold instruction's opening, its id named twice: a user message that imitates it does not match."""
 CALCULATOR_TOOL = "evaluate_expression"
 PROJECT = re.compile(r"\bPRJ-\d+\b")
 CLUSTER = re.compile(r"\b([A-Z]{2}) (?:cluster\b|集群)")
@@ -45,41 +44,15 @@ class ModelCall:
     exchange: int
     kind: str  # "agent" or "summary" (a fold)
     input_tokens: int
-    cached_tokens: int
+    cached_tokens: int  # read from the cache
+    written_tokens: int  # written to the cache at a price (Anthropic's)
     first_facts: bool  # the input holds both facts of the session's first message (PRJ-123 and the EU cluster)
     history_tokens: int = 0  # agent call: tokens of the history part, as the engine counts them
     verbatim: tuple[int, ...] = ()  # agent call: numbers of the stored messages its history holds verbatim
+    cut: tuple[tuple[int, int], ...] = ()  # agent call: (number, characters sent) of its messages cut to fit
     folded: tuple[int, ...] = ()  # summary call: numbers of the stored messages in its `<conversation>` block
     failed: bool = False
     on_prefix: bool = False  # summary call: a fold on the agent's prefix (its last message is the fold instruction)
-
-
-def is_prefix_fold(messages: list[BaseMessage]) -> bool:
-    return isinstance(messages[-1], HumanMessage) and INSTRUCTION.match(str(messages[-1].content)) is not None
-
-
-def is_fold_prompt(messages: list[BaseMessage]) -> bool:
-    quoted = isinstance(messages[0], SystemMessage) and str(messages[0].content).startswith(FOLD_PROMPT_START)
-    return quoted or is_prefix_fold(messages)
-
-
-def quoted_fold_data(messages: list[BaseMessage]) -> str:
-    """A fold on the agent's prefix as a quoted fold prompt's data: the previous summary (the summary message's
-    text) and the messages the instruction names (those after the summary message)."""
-    count = int(re.search(r"Fold the (\d+) messages", str(messages[-1].content)).group(1))  # type: ignore[union-attr]
-    start = 1 if isinstance(messages[0], SystemMessage) else 0
-    summary, first = "", str(messages[start].content)
-    if isinstance(messages[start], HumanMessage) and first.startswith(SUMMARY_PREFIX):
-        summary = first.split("Summary:\n", 1)[1].split("\n\n(", 1)[0] if "Summary:\n" in first else ""
-        start += 1
-    batch = [
-        {"role": "user" if isinstance(m, HumanMessage) else "assistant", "text": str(m.content)}
-        for m in messages[start : start + count]
-    ]
-    return (
-        f"Previous summary:\n<summary>\n{summary}\n</summary>\n\n"
-        f"New messages:\n<conversation>\n{json.dumps(batch, ensure_ascii=False)}\n</conversation>"
-    )
 
 
 def holds_first_facts(messages: list[BaseMessage]) -> bool:
@@ -104,7 +77,7 @@ class BenchmarkChatModel(BaseChatModel):
     message_numbers: dict[str, int] = Field(default_factory=dict)
     calls: list[ModelCall] = Field(default_factory=list)
     tool_names: list[str] = Field(default_factory=list)
-    prompt_cache: Any = Field(default_factory=PromptCache)
+    prompt_cache: Any = Field(default_factory=OpenAICache)
 
     @property
     def _llm_type(self) -> str:
@@ -122,33 +95,36 @@ class BenchmarkChatModel(BaseChatModel):
         if (plan := self.plan) is None:
             msg = "BenchmarkChatModel needs its plan, the exchange, before each exchange"
             raise RuntimeError(msg)
-        real, cached = self.prompt_cache.call(messages, kw.get("tools") or [])
-        cached = cached if self.caches else 0
+        real, cached, written = self._usage(messages, stop, **kw)
         usage: Any = {"input_tokens": real, "output_tokens": 0, "total_tokens": real}
-        usage["input_token_details"] = {"cache_read": cached}
-        record = {"exchange": plan.index, "input_tokens": real, "cached_tokens": cached}
-        record["first_facts"] = holds_first_facts(messages)
+        usage["input_token_details"] = {"cache_read": cached, "cache_creation": written}
+        record: dict[str, Any] = {"exchange": plan.index, "input_tokens": real, "cached_tokens": cached}
+        record |= {"written_tokens": written, "first_facts": holds_first_facts(messages)}
         if is_fold_prompt(messages):
-            on_prefix = is_prefix_fold(messages)
-            data = quoted_fold_data(messages) if on_prefix else str(messages[-1].content)
-            folded = tuple(self._folded_numbers(data))
-            self.calls.append(
-                ModelCall(**record, kind="summary", folded=folded, failed=self.fail_summaries, on_prefix=on_prefix)
-            )
+            fold = parse_fold_prompt(messages)
+            record |= {"folded": tuple(self._folded_numbers(fold.conversation)), "failed": self.fail_summaries}
+            self.calls.append(ModelCall(**record, kind="summary", on_prefix=is_prefix_fold(messages)))
             if self.fail_summaries:
                 msg = "summary provider unavailable"
                 raise RuntimeError(msg)
-            answer = AIMessage(content=scripted_summary(data), usage_metadata=usage)
+            answer = AIMessage(content=scripted_summary(fold.summary, fold.conversation), usage_metadata=usage)
         elif len(messages) == 1 and isinstance(messages[0], HumanMessage):
             answer = self._prompt(plan, str(messages[0].content), record, usage)
         else:
             history = history_part(messages)
-            verbatim = tuple(self.message_numbers[t] for m in history if (t := str(m.content)) in self.message_numbers)
-            self.calls.append(
-                ModelCall(**record, kind="agent", history_tokens=COUNTER.prompt(history), verbatim=verbatim)
+            texts = [str(m.content) for m in history]
+            verbatim = tuple(self.message_numbers[t] for t in texts if t in self.message_numbers)
+            cut = tuple(
+                (n, len(t)) for t in texts if t.endswith(CUT_MARKER) for n in self._starting(t[: -len(CUT_MARKER)])
             )
+            tokens = COUNTER.prompt(history)
+            self.calls.append(ModelCall(**record, kind="agent", history_tokens=tokens, verbatim=verbatim, cut=cut))
             answer = self._agent_answer(plan, messages, usage)
         return ChatResult(generations=[ChatGeneration(message=answer)])
+
+    def _usage(self, messages: list[BaseMessage], stop: Any, **kw: Any) -> tuple[int, int, int]:
+        real, cached, written = openai_usage(self.prompt_cache, messages, kw.get("tools") or [])
+        return real, cached if self.caches else 0, written
 
     def _agent_answer(self, plan: Exchange, messages: list[BaseMessage], usage: Any) -> AIMessage:
         last_human = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
@@ -165,31 +141,60 @@ class BenchmarkChatModel(BaseChatModel):
         """A flow that builds its own prompt (a message history into a Prompt): one user message, no tools. Its
         history is the prompt less the question; its verbatim messages those whose full text it holds."""
         history = "".join(prompt.rsplit(plan.user_text, 1))
-        found = sorted(
-            (prompt.index(t), n) for t, n in self.message_numbers.items() if n < 2 * plan.index and t in prompt
+        held = sorted(
+            (t for t, n in self.message_numbers.items() if n < 2 * plan.index and t in prompt), key=prompt.index
         )
-        verbatim = tuple(n for _, n in found)
+        verbatim = tuple(self.message_numbers[t] for t in held)
         self.calls.append(ModelCall(**record, kind="agent", history_tokens=COUNTER.text(history), verbatim=verbatim))
         return AIMessage(content=plan.reply, usage_metadata=usage)
 
-    def _folded_numbers(self, data: str) -> list[int]:
+    def _folded_numbers(self, conversation: list[dict[str, str]]) -> list[int]:
         numbers = []
-        for message in conversation_block(data):
+        for message in conversation:
             text = message["text"]
             if text in self.message_numbers:
                 numbers.append(self.message_numbers[text])
             elif text.endswith(" …") and len(text) - 2 >= MAX_MESSAGE_CHARS:
-                numbers += [n for full, n in self.message_numbers.items() if full.startswith(text[:-2])][:1]
+                numbers += self._starting(text[:-2])
         return numbers
 
+    def _starting(self, head: str) -> list[int]:
+        """The number of the stored message a cut text `head` begins, as a list of none or one."""
+        return [n for full, n in self.message_numbers.items() if full.startswith(head)][:1]
 
-def scripted_summary(data: str) -> str:
-    """A fold answer from the fold prompt's data: pinned facts by pattern, one bullet per user message, the oldest
-    bullets dropped to stay just under the word budget, as a real summarizer's would."""
-    previous = _between(data, "Previous summary:\n<summary>\n", "\n</summary>")
+
+class BenchmarkAnthropicModel(BenchmarkChatModel, ChatAnthropic):
+    """The scripted model as Anthropic's client, so that the component sets its breakpoints on the agent's calls and
+    its fold: each call is billed by Anthropic's rule on the request body `ChatAnthropic` builds, and sent nowhere."""
+
+    model: str = "claude-sonnet-4-5"
+    disable_streaming: bool = True
+
+    prompt_cache: Any = Field(default_factory=AnthropicCache)
+
+    @property
+    def _llm_type(self) -> str:
+        return "anthropic-chat"  # ChatAnthropic sends a top-level `cache_control` to its own API's type only
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        self.tool_names = [str(convert_to_anthropic_tool(tool)["name"]) for tool in tools]
+        return ChatAnthropic.bind_tools(self, tools, **kwargs)
+
+    def _usage(self, messages: list[BaseMessage], stop: Any, **kw: Any) -> tuple[int, int, int]:
+        return anthropic_usage(self.prompt_cache, self._get_request_payload(messages, stop=stop, **kw), messages)
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        return self._generate(messages, stop, **kw)
+
+
+def scripted_summary(previous: str, conversation: list[dict[str, str]]) -> str:
+    """A fold answer from the previous summary and the messages to fold: pinned facts by pattern, one bullet per user
+    message, the oldest bullets dropped to stay just under the word budget, as a real summarizer's would."""
     pinned: dict[str, str] = {}
     bullets = [line for line in previous.splitlines() if line.startswith("- ")]
-    for message in conversation_block(data):
+    for message in conversation:
         text = message["text"]
         if project := PROJECT.search(text):
             pinned["project_id"] = project.group(0)
@@ -207,31 +212,3 @@ def _first_words(text: str, count: int) -> str:
     words = list(WORD.finditer(text))
     end = words[min(count, len(words)) - 1].end() if words else 0
     return " ".join(text[:end].split())
-
-
-def conversation_block(data: str) -> list[dict[str, str]]:
-    """The messages quoted in a fold prompt's `<conversation>` block (JSON, so `<\\/` reads back as `</`)."""
-    return json.loads(_between(data, "<conversation>\n", "\n</conversation>"))
-
-
-def _between(text: str, start: str, end: str) -> str:
-    return text.split(start, 1)[1].split(end, 1)[0]
-
-
-class BenchmarkModelComponent(Component):
-    """Hands its `chat_model`, set after construction (an input would be copied), to the Agent's model input."""
-
-    display_name = "Benchmark Model"
-    description = "Offline scripted chat model of the support-session benchmark."
-    name = "BenchmarkModel"
-
-    inputs = []  # noqa: RUF012 - Langflow declares inputs as a class list
-    outputs = [Output(display_name="Language Model", name="model_output", method="build_model")]  # noqa: RUF012
-
-    chat_model: BenchmarkChatModel | None = None
-
-    def build_model(self) -> LanguageModel:
-        if self.chat_model is None:
-            msg = "set BenchmarkModelComponent.chat_model before the graph runs"
-            raise RuntimeError(msg)
-        return self.chat_model

@@ -5,7 +5,7 @@ Only the first message states the project (PRJ-123) and the cluster (EU). Every 
 the benchmark model tells which stored message a call received by its text. Variants: longer messages
 (`message_tokens`), `/compact` half way (`compact`), and two whose text the 4-characters estimate misjudges
 (`language`): `LOGS`, a short log in every other user message, and `CHINESE`. Messages are sized in the engine's
-tokens (`benchmarks.billing.tokens`).
+tokens (`benchmarks.billing.COUNTER`).
 """
 
 # The Chinese texts use Chinese (full-width) punctuation on purpose.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from benchmarks import billing
+from benchmarks.billing import COUNTER
 from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND
 
 MESSAGE_TOKENS, LONG_MESSAGE_TOKENS, LOG_WORDS = 300, 1_500, 5_000
@@ -157,15 +157,14 @@ def support_session(
     """The first message, then `exchanges` more: the log pasted a third of the way in, tool turns every
     `TOOL_TURN_EVERY`-th exchange from the 3rd, the last asks for the cluster. `compact`: `/compact` half way instead
     of that exchange's message. `LOGS`: every odd user message but the log's and the last pastes a short log."""
-    log_at, compact_at = log_exchange(exchanges), compact_exchange(exchanges) if compact else None
+    log_at, compact_at = max(1, round(exchanges / 3)), max(1, round(exchanges / 2)) if compact else None
     if exchanges < 2 or compact_at in (log_at, exchanges):
         msg = "the support session needs at least 2 exchanges after the first message, /compact at least 4"
         raise ValueError(msg)
     zh = language == CHINESE
     first = (FIRST_FACTS_ZH, "谢谢。") if zh else (FIRST_FACTS, "Thanks.")
-    session = [
-        Exchange(0, _message(first[0], 0, message_tokens, language), _message(first[1], 1, message_tokens, language))
-    ]
+    user_text, reply = (_message(text, seed, message_tokens, language) for seed, text in enumerate(first))
+    session = [Exchange(0, user_text, reply)]
     for index in range(1, exchanges + 1):
         if index == compact_at:
             session.append(Exchange(index, COMPACT_COMMAND, "", compact=True))
@@ -190,14 +189,6 @@ def support_session(
     return session
 
 
-def log_exchange(exchanges: int) -> int:
-    return max(1, round(exchanges / 3))
-
-
-def compact_exchange(exchanges: int) -> int:
-    return max(1, round(exchanges / 2))
-
-
 def switch_exchange(exchanges: int) -> int:
     """From here on the switched-on scenario runs with the switch on: three quarters in."""
     return max(1, round(exchanges * 3 / 4))
@@ -214,7 +205,7 @@ def _message(opening: str, seed: int, tokens: int, language: str) -> str:
     zh = language == CHINESE
     sentences = ((USER_SENTENCES_ZH, REPLY_SENTENCES_ZH) if zh else (USER_SENTENCES, REPLY_SENTENCES))[seed % 2]
     rng, parts, joiner = random.Random(seed), [opening], "" if zh else " "
-    while billing.tokens(joiner.join(parts)) < tokens - 20:
+    while COUNTER.text(joiner.join(parts)) < tokens - 20:
         parts.append(rng.choice(sentences).format(**_slots(rng, chinese=zh)))
     return joiner.join(parts)
 
@@ -224,7 +215,7 @@ def short_log_message(index: int, tokens: int = MESSAGE_TOKENS) -> str:
     rng = random.Random(10_000 + index)
     service = rng.choice(SERVICES)
     lines = [f"Step {index}: this is what the {service} pods printed right after the last change:"]
-    while billing.tokens("\n".join(lines)) < tokens - 20:
+    while COUNTER.text("\n".join(lines)) < tokens - 20:
         lines.append(
             SHORT_LOG_LINE.format(
                 minute=index % 60,
@@ -263,22 +254,20 @@ def _slots(rng: random.Random, *, chinese: bool = False) -> dict[str, object]:
 
 
 def pasted_log() -> str:
-    """About `LOG_WORDS` words of rollout log."""
     rng = random.Random(5_000)
     lines: list[str] = []
-    words = 0
-    while words < LOG_WORDS:
-        line = LOG_LINE.format(
-            minute=len(lines) // 60 % 60,
-            second=len(lines) % 60,
-            level=rng.choice(("INFO", "WARN", "ERROR")),
-            service=rng.choice(SERVICES),
-            pod=f"{rng.getrandbits(24):06x}",
-            node=rng.randint(1, 40),
-            event=rng.choice(LOG_EVENTS),
-            latency=rng.randint(1, 30_000),
-            attempt=rng.randint(1, 5),
+    while sum(len(line.split()) for line in lines) < LOG_WORDS:
+        lines.append(
+            LOG_LINE.format(
+                minute=len(lines) // 60 % 60,
+                second=len(lines) % 60,
+                level=rng.choice(("INFO", "WARN", "ERROR")),
+                service=rng.choice(SERVICES),
+                pod=f"{rng.getrandbits(24):06x}",
+                node=rng.randint(1, 40),
+                event=rng.choice(LOG_EVENTS),
+                latency=rng.randint(1, 30_000),
+                attempt=rng.randint(1, 5),
+            )
         )
-        lines.append(line)
-        words += len(line.split())
     return "\n".join(lines)

@@ -14,28 +14,29 @@ import operator
 import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.revision import ROOT
+
 PAGE, RESULTS = ROOT / "docs" / "benchmarks.md", ROOT / "benchmarks" / "results"
 PAGES = (PAGE, ROOT / "README.md")
-BLOCK = re.compile(r"<!-- tables:(?P<name>[\w-]+) -->\n.*?<!-- /tables:(?P=name) -->", re.DOTALL)
+BLOCK = re.compile(r"(<!-- tables:(?P<name>[\w-]+) -->\n).*?(?=<!-- /tables:(?P=name) -->)", re.DOTALL)
 NONE = "\u2013"
 OPS = {"<=": operator.le, "==": operator.eq}
 LABELS = {
     "total_vs_100": "total input tokens vs Agent n=100",
-    "mean_last_20_vs_100": "mean input per agent call, last 20 exchanges, vs Agent n=100",
+    "mean_last_20_vs_100": "mean agent call, last 20 exchanges, vs Agent n=100",
     "summary_calls_per_exchange": "summary calls per exchange",
-    "billed_10_vs_100": "billed input (cached at 10%) vs Agent n=100",
-    "billed_10_vs_10": "billed input (cached at 10%) vs Agent n=10",
-    "total_vs_10": "total input, provider without cache, vs Agent n=10",
+    "billed_10_vs_100": "billed, cache reads at 10%, vs Agent n=100",
+    "billed_10_vs_10": "billed, cache reads at 10%, vs Agent n=10",
+    "total_vs_10": "total input without cache vs Agent n=10",
     "max_history_tokens": "most history tokens in a call",
     "first_facts_in_last_exchange": "first message's facts reach the last exchange",
     "turns_that_waited": "turns that waited for a summary call",
-    "window_messages_missed": "stock window messages not sent whole (window within budget)",
-    "previous_exchange_missed": "turns without the previous exchange (it within budget)",
-    "never_reached_again": "messages never reached again after leaving the window",
+    "window_messages_missed": "window messages not sent whole (within budget)",
+    "previous_exchange_missed": "turns without the previous exchange (within budget)",
+    "never_reached_again": "messages lost after leaving the window",
+    "cut_changes": "cut messages changed between turns",
     "failed_turns": "failed turns",
     "memory_path_ratio": "get_memory_data() time vs Agent, worst size",
     "round_trip_counts_over_sizes": "different round-trip counts over session sizes",
@@ -58,15 +59,9 @@ def table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return ["| " + " | ".join(map(str, cells)) + " |" for cells in (header, ["---"] * len(header), *rows)]
 
 
-class Missing(LookupError):
-    """A block's results were never saved."""
-
-
 def load(name: str, required: bool = True) -> dict[str, Any]:
     path = RESULTS / f"{name}.json"
-    if required and not path.exists():
-        raise Missing(name)
-    return json.loads(path.read_text()) if path.exists() else {}
+    return json.loads(path.read_text()) if required or path.exists() else {}
 
 
 def caption(*reports: dict[str, Any]) -> str:
@@ -80,23 +75,18 @@ def num(value: float | None, spec: str = "g") -> str:
     return NONE if value is None else format(value, spec)
 
 
-def pct(value: float) -> str:
-    return f"{value:.1%}"
-
-
 def runs_table(report: dict[str, Any]) -> list[str]:
-    """One row per run: tokens, summary calls, history, fidelity and bill."""
     rows = [
         [
             m["label"],
             f"{m['total_input_tokens']:,}",
-            f"{pct(m['total_vs_100'])} / {pct(m['mean_last_20_vs_100'])}",
+            f"{m['total_vs_100']:.1%} / {m['mean_last_20_vs_100']:.1%}",
             f"{m['summary_calls_per_exchange']:.3f} ({m['folds_on_prefix']}, {m['failed_summary_calls']})",
             f"{m['max_history_tokens']:,}",
             f"{num(m['verbatim_min'])} / {num(m['verbatim_median'])}",
             f"{m['window_messages_missed']}, {m['previous_exchange_missed']}, {m['never_reached_again']}",
             "yes" if m["first_facts_in_last_exchange"] else "no",
-            f"{pct(m['cached_share'])}: {pct(m['billed_10_vs_100'])} / {pct(m['billed_10_vs_10'])}",
+            f"{m['cached_share']:.1%}: {m['billed_10_vs_100']:.1%} / {m['billed_10_vs_10']:.1%}",
             str(m["failed_turns"]),
         ]
         for m in report["runs"].values()
@@ -137,7 +127,6 @@ def agreement(sqlite: dict[str, Any], postgres: dict[str, Any]) -> str:
 
 
 def backends(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The SQLite results of benchmark `name`, and its PostgreSQL ones if saved."""
     return load(f"{name}_sqlite"), load(f"{name}_postgres", False)
 
 
@@ -183,17 +172,20 @@ def latency_table(report: dict[str, Any]) -> list[str]:
 def load_results() -> list[str]:
     report = load("load")
     rows = []
-    for backend, phases in report["runs"].items():
+    for topology, phases in report["runs"].items():
         for phase in phases:
             stock, ours = phase["agents"]["stock"], phase["agents"]["summarizing"]
+            rate = f"{stock['turns_per_second']:.2f} / {ours['turns_per_second']:.2f}"
+            low, high = phase.get("p95_ratio_interval") or (None, None)
             rows.append(
-                [backend, phase["users_per_agent"], f"{stock['turns_per_second']:.2f} / {ours['turns_per_second']:.2f}"]
+                [topology, phase["users_per_agent"], rate]
                 + [f"{num(stock[f'p{q}_seconds'], '.2f')} / {num(ours[f'p{q}_seconds'], '.2f')}" for q in (50, 95)]
-                + [ours["turns_waited"], stock["failed_turns"] + ours["failed_turns"]]
-                + [f"{ours['summary_calls_per_exchange']:.3f}", pct(phase["rss_growth"]), phase["audit"]["holds"]]
+                + [f"{num(low, '.2f')}-{num(high, '.2f')}", ours["turns_waited"]]
+                + [stock["failed_turns"] + ours["failed_turns"], f"{ours['summary_calls_per_exchange']:.3f}"]
+                + [f"{phase['rss_growth']:.1%}", phase["audit"]["holds"]]
             )
-    header = ["backend", "N", "turns/s Agent / Summ.", "p50 s", "p95 s", "waited", "failed turns"]
-    lines = table([*header, "summary calls/exchange", "RSS growth", "audit holds"], rows)
+    header = ["topology", "N", "turns/s Agent / Summ.", "p50 s", "p95 s", "p95 ratio interval", "waited"]
+    lines = table([*header, "failed turns", "summary calls/exchange", "RSS growth", "audit holds"], rows)
     faults = []
     for name, fault in report["faults"].items():
         inside, ours = fault.get("failed_turns_in_fault") or {}, fault["agents"]["summarizing"]
@@ -207,9 +199,7 @@ def load_results() -> list[str]:
         name = f"fault {t['name'].split(':')[0]}: every target" if t in report.get("fault_targets", []) else t["name"]
         grouped.setdefault(name, []).append(t["holds"])
     verdicts = [[name, f"{sum(h)} of {len(h)}", "PASS" if all(h) else "FAIL"] for name, h in grouped.items()]
-    measured = [report["runs_measured"][b] for b in report["runs"]]
-    measured += [{"command": report["faults_command"], "commit": report["faults_commit"]}]
-    return [caption(*measured), "", *lines, "", *table(["target", "held", ""], verdicts)]
+    return [caption(report), "", *lines, "", *table(["target", "held", ""], verdicts)]
 
 
 def minutes(value: float) -> str:
@@ -219,10 +209,8 @@ def minutes(value: float) -> str:
 def suite() -> list[str]:
     report = load("suite")
     rows = [[p["name"], p["tests"], minutes(p["seconds"])] for p in report["passes"]]
-    rest = report["total_seconds"] - sum(p["seconds"] for p in report["passes"])
     tests = sum(p["tests"] for p in report["passes"])
-    rows += [["the install and the system packages", NONE, minutes(rest)]]
-    rows += [["`.ci/run`", tests, minutes(report["total_seconds"])]]
+    rows += [["`.ci/run`, the install included", tests, minutes(report["total_seconds"])]]
     failed = "" if report["passed"] else ", FAILED"
     shown = f"{caption(report)[:-1]}, from a clean clone on {report['cpus']} CPUs{failed}."
     return [shown, "", *table(["part", "tests", "time"], rows)]
@@ -240,29 +228,19 @@ BLOCKS: dict[str, Callable[[], list[str]]] = {
 
 
 def render(report: dict[str, Any]) -> str:
-    """What a benchmark run prints: its runs and its targets."""
     shown = latency_table(report) if report["name"] == "latency" else runs_table(report)
     return "\n".join([*shown, "", *targets_table(report)] if "targets" in report else shown)
-
-
-def rendered(render: Callable[[], list[str]]) -> list[str]:
-    try:
-        return render()
-    except Missing as missing:
-        return [f"No results saved in `benchmarks/results/{missing}.json` yet."]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when the page is not what the results give")
     check_only = parser.parse_args(argv).check
-    blocks = {name: "\n".join(rendered(render)) for name, render in BLOCKS.items()}
+    blocks = {name: "\n".join(render()) for name, render in BLOCKS.items()}
     differing = []
     for path in PAGES:
         page = path.read_text()
-        expected = BLOCK.sub(
-            lambda m: f"<!-- tables:{m['name']} -->\n{blocks[m['name']]}\n<!-- /tables:{m['name']} -->", page
-        )
+        expected = BLOCK.sub(lambda m: f"{m[1]}{blocks[m['name']]}\n", page)
         if expected != page:
             differing.append(str(path.relative_to(ROOT)))
             if not check_only:

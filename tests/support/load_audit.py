@@ -1,7 +1,7 @@
 """The load benchmark's audit and its checks of the model's call records, shared by `benchmarks.load` and its tests.
 
-Every message the load benchmark sends carries a marker `#<session>-u<n>#`, the offline model's replies echo it as
-`#<session>-a<n>#`, and its summaries list the marker of every folded message, one a line (`benchmarks.load_model`).
+Every message the load benchmark sends carries a marker `#<session>-u<n>#`, its offline model
+(`tests.support.load_model`) echoes it as `#<session>-a<n>#` and lists in a summary the marker of every folded message.
 `audit_phase` reads each session back from the database; the call checks read the model's call records (dicts with
 `session`, `pid`, `kind`, `start`, `end` (None: cut off), `failed`, `previous` and `folded` markers).
 """
@@ -9,6 +9,7 @@ Every message the load benchmark sends carries a marker `#<session>-u<n>#`, the 
 from __future__ import annotations
 
 import json
+import math
 import re
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -166,14 +167,26 @@ def turns_waited(turns: Sequence[Any], calls: Sequence[dict[str, Any]]) -> int:
     return sum(map(waited, turns))
 
 
-def fold_queue_waits(turns: Sequence[Any], summary_calls: Iterable[dict[str, Any]]) -> list[float]:
+def fold_queue_waits(turns: Sequence[Any], calls: Sequence[dict[str, Any]]) -> list[float]:
     """For each fold's first summary call (not one folding on from the call before it in the same worker), the wait
-    since the end of the session's last turn before it that did not find a fold running (`busy`: it started none)."""
+    since the end of the session's last turn before it that queued a fold: one that found no fold running, or one
+    (`busy`) that found the session's fold running in another worker, which its own fold then follows. A turn that
+    found the fold running or waiting in its own worker queued none."""
+    worker = {c["folded"][0]: c["pid"] for c in calls if c["kind"] == "agent" and c["folded"]}
+    summary_calls = [c for c in calls if c["kind"] == "summary"]
+
+    def queued(turn: Any) -> bool:
+        pid = worker.get(f"{turn.session}-u{turn.index}")
+        return not turn.busy or any(
+            c["session"] == turn.session and c["pid"] != pid and c["start"] <= turn.end <= (c["end"] or math.inf)
+            for c in summary_calls
+        )
+
     chains: dict[tuple[str, int], list[str] | None] = {}
-    waits, ordered = [], sorted(turns, key=lambda t: t.end)
+    waits, ordered = [], sorted(filter(queued, turns), key=lambda t: t.end)
     for call in summary_calls:
         if chains.get((call["session"], call["pid"])) != call["previous"] or not call["previous"]:
-            before = [t for t in ordered if t.session == call["session"] and t.end <= call["start"] and not t.busy]
+            before = [t for t in ordered if t.session == call["session"] and t.end <= call["start"]]
             waits += [call["start"] - before[-1].end] if before else []
         chains[(call["session"], call["pid"])] = chain(call) if saved(call) else None
     return waits

@@ -25,12 +25,16 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
 from tests.support.postgres_database import fresh_postgres_database
 from tests.support.redis_server import running_redis
+
+if TYPE_CHECKING:
+    from tests.support.provider_servers import Providers
 
 SERVER_DATABASE_ENV = "SUMMARIZING_AGENT_SERVER_DB"
 SERVER_DATABASE_BACKENDS = ("sqlite", "postgres")
@@ -271,17 +275,33 @@ def server_database_backend() -> str:
 
 
 @pytest.fixture(scope="session")
-def langflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangflowServer]:
-    """The session's one real Langflow server, on the database backend chosen by `SUMMARIZING_AGENT_SERVER_DB`."""
+def loopback_providers() -> Iterator[Providers]:
+    """OpenAI's and Anthropic's wires on 127.0.0.2 (`tests.support.provider_servers`), for the session's server."""
+    from tests.support.provider_servers import running_providers
+
+    with running_providers() as providers:
+        yield providers
+
+
+@pytest.fixture(scope="session")
+def langflow_server(
+    tmp_path_factory: pytest.TempPathFactory, loopback_providers: Providers
+) -> Iterator[LangflowServer]:
+    """The session's one real Langflow server, on the database backend chosen by `SUMMARIZING_AGENT_SERVER_DB`. Its
+    OpenAI and Anthropic models send to `loopback_providers` (any API key is taken there; the server has none)."""
     work_dir = tmp_path_factory.mktemp("langflow-server")
+    settings = {
+        "OPENAI_BASE_URL": loopback_providers.openai_base_url,
+        "ANTHROPIC_BASE_URL": loopback_providers.anthropic_base_url,
+    }
     if server_database_backend() == "postgres":
         with (
             fresh_postgres_database("summarizing_agent_server") as database_url,
-            running_langflow_server(work_dir, database_url) as server,
+            running_langflow_server(work_dir, database_url, settings=settings) as server,
         ):
             yield server
     else:
-        with running_langflow_server(work_dir, f"sqlite:///{work_dir / 'langflow.db'}") as server:
+        with running_langflow_server(work_dir, f"sqlite:///{work_dir / 'langflow.db'}", settings=settings) as server:
             yield server
 
 

@@ -1,8 +1,9 @@
-"""The load benchmark's targets and results file, on the saved results: its CLI rescores changed copies of them
-(`--rescore`) and keeps what a run did not measure; and its checks of the model's call records. No server."""
+"""The load benchmark's targets, on the saved results: its CLI rescores changed copies of them (`--rescore`); and its
+checks of the model's call records. No server."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import subprocess
@@ -18,7 +19,7 @@ from tests.support.load_audit import fold_queue_waits, most_calls_in_one_fold, r
 
 ROOT = Path(__file__).resolve().parents[2]
 SAVED = json.loads((ROOT / "benchmarks" / "results" / "load.json").read_text())
-FAULTS = ("slow_summary", "summary_outage", "rejected_saves", "worker_kill", "pg_restart")
+FAULTS = ("slow_summary", "summary_outage", "rejected_saves", "worker_kill", "redis_restart", "pg_restart")
 
 
 def across(report: dict, **counts: int) -> None:
@@ -89,10 +90,7 @@ def test_rescoring_the_saved_results_gives_their_rows_and_each_fault_has_its_own
         "rejected_saves: summary calls within the back-off after a rejected save",
     ):
         assert row(report, name)
-    assert all(
-        measured["rescored"]["command"].startswith("python -m benchmarks.load --rescore")
-        for measured in report["runs_measured"].values()
-    )
+    assert report["rescored"]["command"].startswith("python -m benchmarks.load --rescore")
 
 
 @pytest.mark.parametrize(
@@ -133,18 +131,6 @@ def test_a_fault_that_did_not_complete_fails_and_an_audit_problem_fails_its_phas
     assert row(rescored["fault_error"], "slow_summary: the fault ran")["holds"] is False
     problem = [t for t in rescored["audit_problem"]["targets"] if t["name"] == "lost or doubled folds (audit problems)"]
     assert (problem[0]["measured"], problem[0]["holds"]) == (1, False)
-
-
-def test_a_run_that_measured_nothing_keeps_every_saved_part_whatever_faults_it_names(tmp_path):
-    (tmp_path / "load.json").write_text(json.dumps(SAVED))
-    # SQLite only with no phases, every fault named (the default): the faults run on PostgreSQL, so none ran.
-    printed = run_benchmark("--backends", "sqlite", "--users", "", "--out", str(tmp_path)).stdout
-    merged = json.loads((tmp_path / "load.json").read_text())
-    assert {key for key in SAVED if SAVED[key] != merged[key]} == {"command", "commit"}
-    assert all(
-        f"{'PASS' if t['holds'] else 'FAIL'}  {t['backend']} N={t['users']} {t['name']}" in printed
-        for t in [*merged["targets"], *merged["fault_targets"]]
-    )
 
 
 def call(start: float, end: float, previous: list[str], folded: list[str], failed: bool = False, pid: int = 7) -> dict:
@@ -207,3 +193,36 @@ def test_a_fold_waits_from_the_last_turn_that_did_not_find_a_fold_running_and_it
     turns = [turn(0, 0.0, 3.0), turn(1, 4.0, 6.0, busy=True)]
     batches = [call(7.0, 8.0, [], ["a", "b"]), call(8.01, 9.0, ["a", "b"], ["c"])]
     assert fold_queue_waits(turns, batches) == [4.0]
+
+
+def test_a_fold_that_follows_the_other_workers_waits_from_the_turn_that_found_that_fold_running():
+    # Turn 0 (worker 7) starts a fold there; turn 1 lands on worker 8 while it runs, and worker 8's fold follows it.
+    agents = [{**call(0.5, 1.0, [], [f"s1001-u{i}"], pid=pid), "kind": "agent"} for i, pid in ((0, 7), (1, 8))]
+    turns = [turn(0, 0.0, 2.0), turn(1, 10.0, 12.0, busy=True)]
+    folds = [call(2.0, 32.0, [], ["a", "b"], pid=7), call(32.1, 33.0, ["a", "b"], ["c", "d"], pid=8)]
+    assert fold_queue_waits(turns, [*agents, *folds]) == [0.0, 20.1]
+
+
+def test_the_load_model_answers_and_records_alike_called_or_awaited(tmp_path: Path) -> None:
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from tests.support.load_audit import read_calls
+    from tests.support.load_model import FOLD_PROMPT_START, LoadChatModel
+
+    control = tmp_path / "control.json"
+    control.write_text(json.dumps({"summary_seconds": 0}))
+    settings = {"agent_seconds": 0, "summary_seconds": 5, "reply_words": 3, "control_path": str(control)}
+    model = LoadChatModel(settings={**settings, "record_path": str(tmp_path / "calls.jsonl")})
+    question = [HumanMessage("#s1001-u4# hello")]
+    fold = [SystemMessage(FOLD_PROMPT_START), HumanMessage("New messages:\n<conversation>#s1001-u0#</conversation>")]
+    assert model.invoke(question).content == asyncio.run(model.ainvoke(question)).content == "#s1001-a4# Noted. checked"
+    assert model.invoke(fold).content == asyncio.run(model.ainvoke(fold)).content
+    assert "#s1001-u0#" in model.invoke(fold).content
+    control.write_text(json.dumps({"summary_seconds": 0, "fail_summary": True}))
+    with pytest.raises(RuntimeError, match="outage"):
+        model.invoke(fold)
+    calls = read_calls(tmp_path / "calls.jsonl")
+    assert [(c["kind"], c["failed"]) for c in calls] == [("agent", False)] * 2 + [("summary", False)] * 3 + [
+        ("summary", True)
+    ]
+    assert all(c["end"] is not None and c["session"] == "s1001" for c in calls)

@@ -50,10 +50,8 @@ class LoadChatModel(BaseChatModel):
         with open(self.settings["record_path"], "a", encoding="utf-8") as records:
             records.write(json.dumps(record) + "\n")
 
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-        raise NotImplementedError("the load benchmark model answers asynchronously only")
-
-    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+    def _begin(self, messages) -> dict:
+        """Records the call's start; its record, with `fold`, the `seconds` it takes and whether it `fails`."""
         fold = isinstance(messages[0], SystemMessage) and str(messages[0].content).startswith(FOLD_PROMPT_START)
         if fold:
             before, _, conversation = str(messages[-1].content).rpartition("New messages:\n<conversation>")
@@ -65,23 +63,45 @@ class LoadChatModel(BaseChatModel):
         record = {"pid": os.getpid(), "kind": "summary" if fold else "agent", "session": session}
         record.update(previous=previous, folded=folded, start=time.time())
         self._record({**record, "event": "start"})
-        failed = False
-        try:
-            if fold:
-                control = read_control(self.settings["control_path"] or "")
-                await asyncio.sleep(float(control.get("summary_seconds", self.settings["summary_seconds"] or 0)))
-                if failed := bool(control.get("fail_summary")):
-                    raise RuntimeError("summary provider unavailable (load benchmark outage)")
-                # One marker a line: a session's whole list stays within the default Summary Word Budget (300).
-                summary = "\n".join(f"#{marker}#" for marker in previous + folded)
-                text = "```json\n" + json.dumps({"pinned": {}, "summary": summary}) + "\n```"
-            else:
-                await asyncio.sleep(float(self.settings["agent_seconds"] or 0))
-                tag = f"#{folded[0].replace('-u', '-a')}# " if folded else ""
-                text = tag + " ".join(["Noted."] + ["checked"] * max(int(self.settings["reply_words"] or 0) - 2, 0))
-        finally:
-            self._record({**record, "event": "end", "end": time.time(), "failed": failed})
+        control = read_control(self.settings["control_path"] or "") if fold else {}
+        if fold:
+            seconds = control.get("summary_seconds", self.settings["summary_seconds"] or 0)
+        else:
+            seconds = self.settings["agent_seconds"] or 0
+        return {"record": record, "fold": fold, "seconds": float(seconds), "fails": bool(control.get("fail_summary"))}
+
+    def _answer(self, call: dict) -> ChatResult:
+        previous, folded = call["record"]["previous"], call["record"]["folded"]
+        if call["fold"]:
+            if call["fails"]:
+                raise RuntimeError("summary provider unavailable (load benchmark outage)")
+            # One marker a line: a session's whole list stays within the default Summary Word Budget (300).
+            summary = "\n".join(f"#{marker}#" for marker in previous + folded)
+            text = "```json\n" + json.dumps({"pinned": {}, "summary": summary}) + "\n```"
+        else:
+            tag = f"#{folded[0].replace('-u', '-a')}# " if folded else ""
+            text = tag + " ".join(["Noted."] + ["checked"] * max(int(self.settings["reply_words"] or 0) - 2, 0))
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+
+    def _end(self, call: dict) -> None:
+        failed = call["fold"] and call["fails"]
+        self._record({**call["record"], "event": "end", "end": time.time(), "failed": failed})
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        call = self._begin(messages)
+        try:
+            time.sleep(call["seconds"])
+            return self._answer(call)
+        finally:
+            self._end(call)
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        call = self._begin(messages)
+        try:
+            await asyncio.sleep(call["seconds"])
+            return self._answer(call)
+        finally:
+            self._end(call)
 
 
 class LoadModelComponent(Component):
