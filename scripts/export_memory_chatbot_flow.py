@@ -4,7 +4,7 @@ Chat Input and Summarizing Message History feed a Prompt (`{memory}`, `{question
 Model and on to Chat Output: the stock Memory Chatbot's shape, with the summarizing history. Put together, saved,
 exported and deleted as `scripts/export_support_flow.py` does it for the support agent.
 
-    python scripts/export_memory_chatbot_flow.py --url http://127.0.0.1:7860 --username USER --password PASSWORD
+    python -m scripts.export_memory_chatbot_flow --url http://127.0.0.1:7860 --username USER --password PASSWORD
 
 Use a scratch server: the flow is saved under its fixed id, which must not exist there yet.
 """

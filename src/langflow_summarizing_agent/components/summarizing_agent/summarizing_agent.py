@@ -159,8 +159,9 @@ class SummarizingAgentComponent(AgentComponent):
             display_name=FIELD_NAMES["history_token_budget"],
             info=(
                 "Most tokens of history per model call: the summary, its pinned facts and the recent messages. Past "
-                "80% of it, older messages are folded early; if the last Number of Chat History Messages alone do "
-                "not fit, only the newest that fit are sent, and the memory step says so. 0 turns the budget off; "
+                "80% of it (later with a provider that caches prompts), older messages are folded early; if the last "
+                "Number of Chat History Messages alone do not fit, only the newest that fit are sent, and the memory "
+                "step says so. 0 turns the budget off; "
                 f"otherwise at least {MIN_HISTORY_TOKEN_BUDGET}, and a budget too small for the summary message and "
                 "the newest exchange is raised to the least that holds them."
             ),
