@@ -62,8 +62,6 @@ PLAYGROUND_SCREENSHOT = "playground-memory-step.png"
 CHAT_MESSAGES = 15
 CLEARED_CHAT_MESSAGES = 6
 FOLD_SECONDS = 3
-STEP_TEXT = "//*[starts-with(normalize-space(.), 'Memory: summary covers')]"
-"""The memory step's text once a summary exists: a line "Memory:", then its items as a list."""
 COVERED = re.compile(r"summary covers (\d+) earlier messages")
 OPENING = "Hello, this is customer Initech. Our project PRJ-456 on the US cluster fails to deploy since this morning."
 
@@ -171,14 +169,10 @@ def test_the_playground_shows_the_memory_step_and_deleting_the_session_drops_its
         # Each reply's memory step is an item of the reply's expandable steps, as tool calls are; the Playground writes
         # their titles in capitals.
         _open_last_step(browser)
-        # The step's text is in the page before it is shown (it slides open); Selenium reads only shown text.
-        opened_text = wait_for(
-            browser,
-            lambda d: [
-                text for element in d.find_elements(By.XPATH, STEP_TEXT) if COVERED.search(text := element.text)
-            ],
-            "the memory step to open",
-        )[-1]
+        # The step's text is in the page before it is shown (it slides open); Selenium reads only shown text, so the
+        # step is read once every item shows. One item a line: the step's Markdown list.
+        items = _last_step_items(browser)
+        opened_text = "\n".join(items)
         # The step tells what the last turn's model got; the fold after that reply may have folded more since.
         covered = COVERED.search(opened_text)
         assert covered is not None, opened_text
@@ -188,8 +182,6 @@ def test_the_playground_shows_the_memory_step_and_deleting_the_session_drops_its
         page = browser.find_element(By.TAG_NAME, "body").text
         assert SUMMARY_PREFIX not in page
         assert "Pinned facts" not in page
-        # One item a line: the step's Markdown list.
-        items = _last_step_items(browser)
         assert items[0] == covered.group(0)
         assert any(item.startswith("pinned: ") for item in items)
         assert items[-1].startswith("~") and "the whole conversation verbatim: ~" in items[-1]
