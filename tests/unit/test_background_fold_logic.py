@@ -249,20 +249,24 @@ async def test_waiting_for_a_session_waits_for_the_fold_that_follows_its_running
 
 
 class OtherWorker:
-    """The session's fold lock held by another worker until `done` is set: a job that finds it answers how to wait
-    for it (`FoldsElsewhere`), then folds; `places_taken` says whether this worker's place was held meanwhile."""
+    """The session's fold lock held by another worker for `folds_there` folds in a row, each until `done` is set: a
+    job that finds it answers how to wait for it (`FoldsElsewhere`), then folds; `places_taken` says whether this
+    worker's place was held meanwhile."""
 
-    def __init__(self, folds: AfterReply) -> None:
+    def __init__(self, folds: AfterReply, folds_there: int = 1) -> None:
         self.folds, self.done, self.runs, self.places_taken = folds, asyncio.Event(), 0, []
+        self.folds_there = folds_there
 
     async def ended(self) -> bool:
         self.places_taken.append(folds_running := self.folds._place().locked())
         await self.done.wait()
+        self.done.clear()
+        self.folds_there -= 1
         return not folds_running
 
     async def job(self) -> CatchUp | timing.FoldsElsewhere | None:
         self.runs += 1
-        if not self.done.is_set():
+        if self.folds_there:
             return timing.FoldsElsewhere(self.ended)
         return (await prepare_history(chat(8), RecordingSummarizer(), settings())).fold
 
@@ -280,6 +284,26 @@ async def test_a_fold_that_finds_the_sessions_fold_in_another_worker_follows_it_
 
     assert elsewhere.runs == 2, "the fold ran again once the other worker's fold ended"
     assert elsewhere.places_taken == [False], "it waited without holding one of the worker's places"
+    outcome = folds.previous("session")
+    assert outcome is not None and outcome.calls == 1
+
+
+async def test_a_fold_follows_the_other_workers_next_fold_too() -> None:
+    # Seen in the load benchmark (slow summary model, two workers): the other worker started the session's next fold
+    # the moment the one waited for ended, and the job here, finding the lock held again, gave up; 12 messages older
+    # than the window stayed unfolded after the session's last turn.
+    folds = AfterReply(max_running=1)
+    elsewhere = OtherWorker(folds, folds_there=2)
+    folds.start("session", elsewhere.job)
+    await asyncio.sleep(0.05)
+    elsewhere.done.set()
+    await asyncio.sleep(0.05)
+    assert folds.running("session") and elsewhere.runs == 2, "it waits for the other worker's next fold"
+    elsewhere.done.set()
+    await folds.wait("session")
+
+    assert elsewhere.runs == 3
+    assert elsewhere.places_taken == [False, False], "it waited without holding one of the worker's places"
     outcome = folds.previous("session")
     assert outcome is not None and outcome.calls == 1
 

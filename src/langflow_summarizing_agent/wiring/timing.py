@@ -21,8 +21,9 @@ process (`SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS`, default 4); more folds wait f
 - a turn that finds its session's fold running leaves its job as the session's next fold, which starts when the
   running one ends (only the newest turn's: at most one running and one next fold per session);
 - each fold holds the session's fold lock (`SessionStore.fold_lock`): a fold that finds it held in another worker
-  makes no summary call, waits for that fold without holding a place, and then runs once more, so it follows it as
-  the session's next fold would in one worker (unless a newer turn here left one);
+  makes no summary call, waits for that fold without holding a place, and then runs again (waiting again if the
+  other worker started the session's next fold meanwhile), so it follows them as the session's next fold would in
+  one worker (unless a newer turn here left one);
 - a fold that fails is logged and recorded for the session's next turn; one that is cancelled (the server shuts
   down) leaves the summary as it was, since only a completed fold saves.
 """
@@ -274,7 +275,8 @@ class AfterReply:
     async def _when_replied_and_placed(self, key: ScopeKey) -> CatchUp | None:
         """Run the session's newest job once its reply came and a place is free. A newer turn may replace the job
         meanwhile: its fold waits for that turn's reply. A job that finds the session's fold running in another
-        worker runs once more after it, unless a newer turn here left the session's next fold."""
+        worker runs again after it, as often as it finds one there, unless a newer turn here left the session's next
+        fold."""
         waited: Callable[[], Awaitable[None]] | None = None
         while True:
             after = self._jobs[key][1]
@@ -288,8 +290,9 @@ class AfterReply:
                     del self._jobs[key]
                     outcome = await fold()
                     break
-        if isinstance(outcome, FoldsElsewhere):
-            # A newer turn here may have left the session's next fold meanwhile: it folds what this one would.
+        while isinstance(outcome, FoldsElsewhere):
+            # A newer turn here may have left the session's next fold meanwhile: it folds what this one would. The
+            # other worker may start its own next fold as soon as the one waited for ends: this one follows that too.
             if key in self._next or not await outcome.ended() or key in self._next:
                 return None
             async with self._place():
