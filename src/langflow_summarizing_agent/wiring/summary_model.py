@@ -196,7 +196,7 @@ def without_tool_calls(model: BaseChatModel, tools: Sequence[Any]) -> Runnable[l
     if choice is not None:
         try:
             return model.bind_tools(list(tools), tool_choice=choice)
-        except (TypeError, ValueError, NotImplementedError) as refused:
+        except (TypeError, ValueError) as refused:
             # A tool-call answer is then caught by the fold and asked again quoted, without tools.
             logger.debug("Summarizing Agent: %s takes no tool_choice (%s); tools bound alone", model, refused)
     return model.bind_tools(list(tools))
