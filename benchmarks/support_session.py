@@ -1,6 +1,6 @@
 """Benchmark: a scripted support session through the stock Agent and the Summarizing Agent, and the memory-path cost.
 
-    python -m benchmarks.support_session [--backend sqlite|postgres] [--exchanges 60] [--out benchmarks/results]
+    python -m benchmarks.support_session [--backend sqlite|postgres] [--exchanges 60] [--fold-batch 8] [--out DIR]
 
 Each run in `RUNS` replays its session, one lfx graph run an exchange (docs/benchmarks.md, "The support session");
 prints its tables and targets; writes `support_session_<backend>.json` and `.png` to `--out`.
@@ -28,6 +28,7 @@ from benchmarks.model import BenchmarkAnthropicModel, BenchmarkChatModel, ModelC
 from benchmarks.revision import commit
 from benchmarks.script import CHINESE, LOGS, LONG_MESSAGE_TOKENS, Exchange, support_session, switch_exchange
 from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX
+from langflow_summarizing_agent.engine.settings import DEFAULT_FOLD_BATCH
 from langflow_summarizing_agent.engine.settings import DEFAULT_HISTORY_TOKEN_BUDGET as BUDGET
 from langflow_summarizing_agent.wiring import runtime
 from langflow_summarizing_agent.wiring.agent_turn import turn_of
@@ -49,12 +50,14 @@ class Run:
     fail_summaries: bool = False
     switched_on_late: bool = False  # the switch is off until `switch_exchange()`, then on, in the same session
     provider: str | None = OPENAI  # whose cache rule bills the calls; None: a provider that caches nothing
+    fold_batch: int = DEFAULT_FOLD_BATCH
 
     def settings(self, exchange: int, exchanges: int) -> dict[str, Any]:
         settings: dict[str, Any] = {"n_messages": self.n_messages, "add_calculator_tool": True}
         if self.summarizing:
             switch_on = not self.switched_on_late or exchange >= switch_exchange(exchanges)
             settings |= {"summarize_older_messages": switch_on, "pinned_keys": PINNED_KEYS}
+            settings |= {"fold_batch": self.fold_batch}
         return settings
 
 
@@ -295,10 +298,12 @@ async def main_async(argv: list[str] | None = None) -> dict[str, Any]:
     parser = parse_args()
     parser.add_argument("--memory-sizes", default="100,1000", help="stored messages per memory-path session")
     parser.add_argument("--state-sessions", type=int, default=1_000, help="summaries stored for the state read")
+    parser.add_argument("--fold-batch", type=int, default=DEFAULT_FOLD_BATCH, help="the Summarizing Agent's Fold Batch")
     args = parser.parse_args(argv)
     async with langflow_services(args.backend):
         scripted = {name: support_session(args.exchanges, **options) for name, options in SESSIONS.items()}
-        results = {run.key: await replay(run, scripted[run.session], model_for(run)) for run in RUNS}
+        chosen = [replace(run, fold_batch=args.fold_batch) for run in RUNS]
+        results = {run.key: await replay(run, scripted[run.session], model_for(run)) for run in chosen}
         runs = {key: result.metrics() for key, result in results.items()}
         compare(runs)
         costs = await measure_memory_path([int(size) for size in args.memory_sizes.split(",")], args.repeats)

@@ -19,9 +19,11 @@ from langflow_summarizing_agent.engine.settings import MAX_MESSAGE_CHARS
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARK_TIMEOUT_SECONDS = 900
 
-# Six exchanges after the first: the stock window (9 messages) fills at exchange 5, so messages leave it.
+# Six exchanges after the first: the stock window (9 messages) fills at exchange 5, so messages leave it; at Fold
+# Batch 2 the Summarizing Agent folds them.
 EXCHANGES = 6
-TINY = ["--exchanges", str(EXCHANGES), "--memory-sizes", "20,60", "--repeats", "2", "--state-sessions", "50", "--calls"]
+TINY = ["--exchanges", str(EXCHANGES), "--fold-batch", "2", "--memory-sizes", "20,60", "--repeats", "2"]
+TINY += ["--state-sessions", "50", "--calls"]
 
 
 def _benchmark(module: str, argv: list[str], out: Path) -> str:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import pytest
 
 from langflow_summarizing_agent.engine.fold import SaveFailures
-from langflow_summarizing_agent.engine.settings import FoldSettings
+from langflow_summarizing_agent.engine.settings import FoldSettings, settings_from
+from langflow_summarizing_agent.engine.tokens import counter_for
 from langflow_summarizing_agent.engine.turn import fold_if_due
 from tests.support.fakes import InMemoryStore, RecordingSummarizer, make_messages
 from tests.unit.plan_sessions import folded, message_tokens, tagged_text
+from tests.unit.test_tokens import log_text, prose_text
 
 BUDGET = 7_000
 
@@ -53,3 +55,20 @@ async def test_a_cached_prompt_folds_once_one_more_exchange_would_not_fit() -> N
 
     assert folded(turn) == 26 - 9, "the fold takes everything older than the window"
     assert turn.plan.history_tokens <= BUDGET
+
+
+async def test_a_message_larger_than_the_budget_weighs_what_its_cut_weighs() -> None:
+    """The support session's shape: ~300-token messages, a log larger than the whole budget pasted at exchange 10. The
+    log never goes whole, so the budget weighs its cut: while it stays in the window the messages beside it go too,
+    and the budget folds as often as for a message of the cut's size, not at every exchange."""
+    chosen = settings_from({"n_messages": 10}, counter=counter_for("gpt-4o-mini"), prompt_cache=True)
+    store, summarizer, folds = InMemoryStore(), RecordingSummarizer(), []
+    for exchange in range(20):
+        store.add(log_text(exchange, 10_000) if exchange == 10 else prose_text(2 * exchange, 300))
+        store.add(prose_text(2 * exchange + 1, 300))
+        turn = await fold_if_due(store, summarizer, chosen, failures=SaveFailures())
+        assert turn.plan.history_tokens <= BUDGET
+        assert turn.plan.not_summarized == 0 and turn.plan.window_sent == turn.plan.window
+        folds += [exchange] if turn.fold is not None else []
+
+    assert len([exchange for exchange in folds if 10 <= exchange < 15]) <= 2, folds

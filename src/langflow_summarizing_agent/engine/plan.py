@@ -88,7 +88,8 @@ def plan_turn(read: TurnRead, settings: FoldSettings, *, now: datetime) -> Plan:
        `/compact` exchanges left out. It goes word for word, unless it does not fit the History Token Budget after
        the summary message: then the newest messages that fit go. The newest exchange always goes; a message that
        does not fit is cut, with a marker, only when it is part of the newest exchange or is alone larger than the
-       budget, and always at the same point (`FoldSettings.cut_tokens`), so consecutive calls share their prefix.
+       budget, and always at the same point (`FoldSettings.cut_tokens`), so consecutive calls share their prefix. A
+       message alone larger than the budget never goes whole, so it weighs what its cut weighs.
     2. Unfolded messages older than the window that the turn read (`messages`: at most twice Fold Batch) go word for
        word too while the whole window and they fit: a message leaves the model's view only by being folded, or,
        while folds fail or wait, counted as not summarized yet.
@@ -134,7 +135,9 @@ class _History:
     """Ids of the messages read from the cursor forwards (`older`)."""
     upcoming: frozenset[str]
     tokens: dict[str, int]
-    """Tokens of each message, by id."""
+    """Tokens of each message as it goes, by id."""
+    sent_as: dict[str, StoredMessage]
+    """Messages larger than the whole budget, by id, as they always go: cut (`_cut`)."""
 
 
 def _history(read: TurnRead, settings: FoldSettings) -> _History:
@@ -145,6 +148,8 @@ def _history(read: TurnRead, settings: FoldSettings) -> _History:
     unfolded = [m for m in visible if not read.summary.covers(m)]
     readable = {m.id for m in (*read.messages, *upcoming)}
     older = [m for m in unfolded if m.id not in window_ids]
+    tokens = {m.id: settings.counter.message(m) for m in visible}
+    sent_as = _always_cut(visible, tokens, settings)
     return _History(
         summary=read.summary,
         window=tuple(window),
@@ -154,8 +159,20 @@ def _history(read: TurnRead, settings: FoldSettings) -> _History:
         unread=read.unread,
         from_cursor=frozenset(m.id for m in read.older),
         upcoming=frozenset(m.id for m in upcoming),
-        tokens={m.id: settings.counter.message(m) for m in visible},
+        tokens=tokens | {key: settings.counter.message(cut) for key, cut in sent_as.items()},
+        sent_as=sent_as,
     )
+
+
+def _always_cut(
+    messages: Sequence[StoredMessage], tokens: dict[str, int], settings: FoldSettings
+) -> dict[str, StoredMessage]:
+    """Messages larger than the whole budget never go whole: each goes cut, at the same point on every turn, and
+    weighs what its cut weighs, so the messages that fit beside it go too and no fold is due for its full size."""
+    budget = settings.history_token_budget
+    if budget <= 0:
+        return {}
+    return {m.id: _cut(m, settings) for m in messages if tokens[m.id] > budget}
 
 
 def _send(history: _History, settings: FoldSettings) -> list[StoredMessage]:
@@ -166,10 +183,11 @@ def _send(history: _History, settings: FoldSettings) -> list[StoredMessage]:
         return [*history.backlog, *history.window]
     window_tokens = sum(history.tokens[m.id] for m in history.window)
     if window_tokens + _summary_tokens(history.summary, settings, history.older_than_window) <= budget:
-        return [*_backlog_that_fits(history, settings, budget - window_tokens), *history.window]
+        shown = [*_backlog_that_fits(history, settings, budget - window_tokens), *history.window]
+        return [history.sent_as.get(m.id, m) for m in shown]
     hidden = len(history.unfolded) + history.unread
     room = budget - _summary_tokens(history.summary, settings, hidden)
-    return list(reversed(_fit_window(history.window, history.tokens, room, settings)))
+    return list(reversed(_fit_window(history, room, settings)))
 
 
 def _backlog_that_fits(history: _History, settings: FoldSettings, room: int) -> list[StoredMessage]:
@@ -313,13 +331,12 @@ def _summary_tokens(summary: Summary, settings: FoldSettings, not_summarized: in
     return settings.counter.text(_summary_message(summary, settings, not_summarized) or "")
 
 
-def _fit_window(
-    window: Sequence[StoredMessage], tokens: dict[str, int], room: int, settings: FoldSettings
-) -> list[StoredMessage]:
+def _fit_window(history: _History, room: int, settings: FoldSettings) -> list[StoredMessage]:
     """The window's messages that go, newest first: each that fits whole, and the newest exchange always. A message
     that does not fit whole goes cut (`_cut`) when it is part of the newest exchange or alone larger than `room`,
     and its cut fits; as the last resort, a message of the newest exchange is cut to what is left. Nothing older
     than a message that does not go goes."""
+    window, tokens = history.window, history.tokens
     if not window:
         return []
     counter = settings.counter
@@ -335,7 +352,7 @@ def _fit_window(
         hold = held if len(exchange) == 2 and message.id == exchange[-1] else 0
         size = tokens[message.id]
         if used + size + hold <= room:
-            sent.append(message)
+            sent.append(history.sent_as.get(message.id, message))
             used += size
             continue
         if message.id not in exchange and size <= room:
