@@ -3,8 +3,9 @@
 Each call is recorded with its input, cached and written tokens (`benchmarks.billing`) and the numbers of the stored
 messages it received (`benchmarks.fidelity`): an agent call's history messages that are a message's full text or a
 message cut to fit the budget, a fold's `<conversation>` messages (a text cut at `MAX_MESSAGE_CHARS` and ending " …"
-counts as its message). `BenchmarkChatModel` is billed by OpenAI's rule; `BenchmarkAnthropicModel`, a `ChatAnthropic`
-on which the component sets its breakpoints, by Anthropic's on the request body `ChatAnthropic` builds.
+counts as its message, as does one cut to fit the budget on the agent's prefix). `BenchmarkChatModel` is billed by
+OpenAI's rule; `BenchmarkAnthropicModel`, a `ChatAnthropic` on which the component sets its breakpoints, by
+Anthropic's on the request body `ChatAnthropic` builds.
 """
 
 from __future__ import annotations
@@ -156,6 +157,8 @@ class BenchmarkChatModel(BaseChatModel):
                 numbers.append(self.message_numbers[text])
             elif text.endswith(" …") and len(text) - 2 >= MAX_MESSAGE_CHARS:
                 numbers += self._starting(text[:-2])
+            elif text.endswith(CUT_MARKER):  # on the agent's prefix, as the agent saw it
+                numbers += self._starting(text[: -len(CUT_MARKER)])
         return numbers
 
     def _starting(self, head: str) -> list[int]:

@@ -130,10 +130,17 @@ def test_switched_on_late_runs_as_the_stock_agent_until_the_switch(tiny):
 
 
 def test_long_messages_are_recognised_in_folds_when_cut(tiny):
-    calls = _runs(tiny)["summarizing_10_long"]["calls"]
+    """On the agent's prefix a fold holds the log as the agent saw it, cut to fit the budget; a quoted fold (no cache)
+    cuts it at `MAX_MESSAGE_CHARS`. Either way the fold names it."""
+    runs = _runs(tiny)
+    calls = runs["summarizing_10_long"]["calls"]
     folds = [call for call in calls if call["kind"] == "summary"]
     assert folds and all(call["folded"] for call in folds), "every fold names the messages it folded"
-    assert any(not call["on_prefix"] for call in folds), f"a quoted fold cuts messages over {MAX_MESSAGE_CHARS} chars"
+    seen_cut = {number for call in calls for number, _ in call["cut"]}
+    assert any(seen_cut & set(call["folded"]) for call in folds if call["on_prefix"]), "a cut message folds on prefix"
+    log = 2 * max(1, round(EXCHANGES / 3))
+    quoted = [call for call in runs["summarizing_10_no_cache"]["calls"] if call["kind"] == "summary"]
+    assert any(log in call["folded"] and not call["on_prefix"] for call in quoted), f"cut at {MAX_MESSAGE_CHARS} chars"
 
 
 def test_latency_benchmark_times_every_turn_and_counts_the_turns_that_waited(tmp_path) -> None:

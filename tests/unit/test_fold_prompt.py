@@ -7,10 +7,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from langflow_summarizing_agent.engine.fold import SaveFailures
-from langflow_summarizing_agent.engine.prompt import FoldOutputError, merge_pinned, parse_fold_output
+from langflow_summarizing_agent.engine.prompt import (
+    SUMMARY_PREFIX,
+    FoldOutputError,
+    folds_on_prefix,
+    merge_pinned,
+    parse_fold_output,
+)
 from langflow_summarizing_agent.engine.settings import FoldSettings
+from langflow_summarizing_agent.engine.tokens import CUT_MARKER, TokenCounter, cut_to_tokens
 from langflow_summarizing_agent.engine.turn import fold_if_due
 from tests.support.fake_chat_model import parse_fold_prompt
 from tests.support.fakes import InMemoryStore, RecordingSummarizer, make_messages
@@ -94,3 +102,22 @@ async def test_files_attached_to_a_message_are_named_in_the_fold_prompt():
     quoted = parse_fold_prompt(summarizer.prompts[0]).conversation
     assert quoted[3] == {"role": "assistant", "text": "", "files": ["rollout.log", "screenshot.png"]}
     assert "files" not in quoted[2]
+
+
+def test_a_batch_folds_on_the_agents_prefix_where_the_agent_saw_a_message_cut_to_fit():
+    """The prefix holds a message as the agent saw it, cut to fit the budget: the fold asks on that prefix (read from
+    the provider's cache, the log as the agent saw it) rather than quoting the batch cut shorter, at 4,000 characters.
+    Any other text there is not the batch."""
+    log, reply = make_messages(["here is the log:\n" + "line " * 5_000, "thanks, looking"])
+    cut = cut_to_tokens(log, 500, TokenCounter())
+    system = SystemMessage(content="You help.")
+    summary = HumanMessage(content=SUMMARY_PREFIX + "\nearlier")
+
+    def prefix(first: str) -> list:
+        return [system, summary, HumanMessage(content=first), AIMessage(content=reply.text), HumanMessage(content="q")]
+
+    assert cut.text.endswith(CUT_MARKER) and len(cut.text) < len(log.text)
+    assert folds_on_prefix(prefix(cut.text), [log, reply])
+    assert folds_on_prefix(prefix(log.text), [log, reply])
+    assert not folds_on_prefix(prefix("another log" + CUT_MARKER), [log, reply])
+    assert not folds_on_prefix(prefix(cut.text.removesuffix(CUT_MARKER)[:-3] + " edited" + CUT_MARKER), [log, reply])

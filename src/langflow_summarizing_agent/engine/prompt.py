@@ -21,7 +21,7 @@ import json_repair
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from langflow_summarizing_agent.engine.records import StoredMessage, Summary
-from langflow_summarizing_agent.engine.tokens import TokenCounter
+from langflow_summarizing_agent.engine.tokens import CUT_MARKER, TokenCounter
 
 logger = logging.getLogger(__name__)
 
@@ -128,12 +128,21 @@ def build_fold_prompt(
 
 def folds_on_prefix(prefix: Sequence[BaseMessage], batch: Sequence[StoredMessage]) -> bool:
     """Whether `batch` is, word for word, the messages that follow the summary message in `prefix` (or the system
-    prompt, when there is no summary message yet)."""
+    prompt, when there is no summary message yet); a message there may be cut to fit the budget (`CUT_MARKER`),
+    which is how the agent saw it."""
     start = _conversation_start(prefix)
     shown = prefix[start : start + len(batch)]
     return len(shown) == len(batch) > 0 and all(
-        _role(sent) == message.role and sent.content == message.text for sent, message in zip(shown, batch, strict=True)
+        _role(sent) == message.role and _shows(sent.content, message.text)
+        for sent, message in zip(shown, batch, strict=True)
     )
+
+
+def _shows(content: object, text: str) -> bool:
+    """`content` is `text`, whole or cut to fit the budget."""
+    if not isinstance(content, str):
+        return False
+    return content == text or (content.endswith(CUT_MARKER) and text.startswith(content.removesuffix(CUT_MARKER)))
 
 
 def build_fold_prompt_on_prefix(
