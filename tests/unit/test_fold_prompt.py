@@ -120,4 +120,6 @@ def test_a_batch_folds_on_the_agents_prefix_where_the_agent_saw_a_message_cut_to
     assert folds_on_prefix(prefix(cut.text), [log, reply])
     assert folds_on_prefix(prefix(log.text), [log, reply])
     assert not folds_on_prefix(prefix("another log" + CUT_MARKER), [log, reply])
+    assert not folds_on_prefix(prefix(CUT_MARKER), [log, reply])
+    assert not folds_on_prefix(prefix(cut.text), [replace(log, files=("rollout.log",)), reply]), "files: quoted"
     assert not folds_on_prefix(prefix(cut.text.removesuffix(CUT_MARKER)[:-3] + " edited" + CUT_MARKER), [log, reply])

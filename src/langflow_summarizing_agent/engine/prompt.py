@@ -133,16 +133,19 @@ def folds_on_prefix(prefix: Sequence[BaseMessage], batch: Sequence[StoredMessage
     start = _conversation_start(prefix)
     shown = prefix[start : start + len(batch)]
     return len(shown) == len(batch) > 0 and all(
-        _role(sent) == message.role and _shows(sent.content, message.text)
+        _role(sent) == message.role and _shows(sent.content, message)
         for sent, message in zip(shown, batch, strict=True)
     )
 
 
-def _shows(content: object, text: str) -> bool:
-    """`content` is `text`, whole or cut to fit the budget."""
+def _shows(content: object, message: StoredMessage) -> bool:
+    """`content` is `message`'s text, whole, or cut to fit the budget when the message has no files (the quoted prompt
+    names them)."""
     if not isinstance(content, str):
         return False
-    return content == text or (content.endswith(CUT_MARKER) and text.startswith(content.removesuffix(CUT_MARKER)))
+    kept = content.removesuffix(CUT_MARKER)
+    cut = kept != content and kept != "" and not message.files
+    return content == message.text or (cut and message.text.startswith(kept))
 
 
 def build_fold_prompt_on_prefix(
