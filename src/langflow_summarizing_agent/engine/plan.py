@@ -343,7 +343,7 @@ def _fit_window(history: _History, room: int, settings: FoldSettings) -> list[St
     exchange = [m.id for m in window[-2:]]
     # While the newest message is placed, room stays for the user message of the newest exchange as its cut leaves
     # it, unless that leaves the newest message too little (the summary message over its reserve).
-    held = min(tokens[exchange[0]], counter.message(_cut(window[-len(exchange)], settings)))
+    held = min(tokens[exchange[0]], counter.message(_cut_of(history, window[-len(exchange)], settings)))
     if room - held < MIN_CUT_TOKENS:
         held = min(tokens[exchange[0]], MIN_CUT_TOKENS)
     sent: list[StoredMessage] = []
@@ -357,7 +357,7 @@ def _fit_window(history: _History, room: int, settings: FoldSettings) -> list[St
             continue
         if message.id not in exchange and size <= room:
             break
-        cut = _cut(message, settings)
+        cut = _cut_of(history, message, settings)
         if used + counter.message(cut) + hold > room:
             if message.id not in exchange:
                 break
@@ -365,6 +365,11 @@ def _fit_window(history: _History, room: int, settings: FoldSettings) -> list[St
         sent.append(cut)
         used += counter.message(cut)
     return sent
+
+
+def _cut_of(history: _History, message: StoredMessage, settings: FoldSettings) -> StoredMessage:
+    """`_cut(message)`, made once a plan for a message that always goes cut."""
+    return history.sent_as.get(message.id) or _cut(message, settings)
 
 
 def _cut(message: StoredMessage, settings: FoldSettings) -> StoredMessage:

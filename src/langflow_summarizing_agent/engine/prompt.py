@@ -141,11 +141,12 @@ def folds_on_prefix(prefix: Sequence[BaseMessage], batch: Sequence[StoredMessage
 def _shows(content: object, message: StoredMessage) -> bool:
     """`content` is `message`'s text, whole, or cut to fit the budget when the message has no files (the quoted prompt
     names them)."""
+    if content == message.text:
+        return True
     if not isinstance(content, str):
         return False
     kept = content.removesuffix(CUT_MARKER)
-    cut = kept != content and kept != "" and not message.files
-    return content == message.text or (cut and message.text.startswith(kept))
+    return kept not in ("", content) and not message.files and message.text.startswith(kept)
 
 
 def build_fold_prompt_on_prefix(
