@@ -7,9 +7,11 @@ inside a container, and its SSRF guard then refuses it; 127.0.0.2 is neither): `
 Any API key is taken. Each request is recorded with its body as sent and the usage answered, which follows each
 provider's cache rule (`tests.support.prompt_caches`), tokens counted with the engine's counter.
 
-The model is scripted: a fold (the fold prompt's system message, or the fold instruction last) gets a summary JSON;
-an agent call whose newest user message asks to "calculate" something, with a calculator bound and no tool result
-yet, gets one calculator call; any other call gets `Reply <n>: <the newest user text's start>`.
+The model is scripted: a fold (the fold prompt's system message, or the fold instruction last) gets a summary JSON,
+or, when a user text of the request holds `CUT_OFF_MARKER`, that JSON cut in half and ended as each provider ends an
+answer at its length limit (OpenAI's `finish_reason` "length", Anthropic's `stop_reason` "max_tokens"); an agent
+call whose newest user message asks to "calculate" something, with a calculator bound and no tool result yet, gets
+one calculator call; any other call gets `Reply <n>: <the newest user text's start>`.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ FOLD_OPENING = FOLD_INSTRUCTION.split("{fold_id}", 1)[0]
 FOLD_SYSTEM_START = FOLD_SYSTEM_PROMPT.split("\n", 1)[0]
 CALCULATOR = "evaluate_expression"
 FOLD_ANSWER = json.dumps({"pinned": {}, "summary": "- the user and the assistant talked about the support case"})
+CUT_OFF_MARKER = "[cut the fold off]"
+"""In a message of the conversation, it makes every fold that carries it (quoted or on the agent's prefix) answer cut
+off at the length limit."""
 
 
 @dataclass(frozen=True)
@@ -103,11 +108,13 @@ def _tool_names(body: dict[str, Any]) -> set[str]:
     return {t.get("name") or t.get("function", {}).get("name") for t in body.get("tools") or []}
 
 
-def _answer(body: dict[str, Any], number: int) -> tuple[str, dict[str, Any] | None]:
-    """The scripted answer: a text, or a calculator call's arguments."""
+def _answer(body: dict[str, Any], number: int) -> tuple[str, dict[str, Any] | None, bool]:
+    """The scripted answer: a text, or a calculator call's arguments; and whether it stopped at the length limit."""
     recorded = Recorded("", body, {})
     if recorded.is_fold:
-        return FOLD_ANSWER, None
+        if any(CUT_OFF_MARKER in text for text in _texts(body)):
+            return FOLD_ANSWER[: len(FOLD_ANSWER) // 2], None, True
+        return FOLD_ANSWER, None, False
     last = (body.get("messages") or [{}])[-1]
     content = last.get("content")
     answered = last.get("role") == "tool" or (
@@ -115,8 +122,8 @@ def _answer(body: dict[str, Any], number: int) -> tuple[str, dict[str, Any] | No
     )
     newest = _texts(body)[-1]
     if "calculate" in newest and CALCULATOR in _tool_names(body) and not answered:
-        return "", {"expression": "6 * 7"}
-    return f"Reply {number}: {newest[:40]}", None
+        return "", {"expression": "6 * 7"}, False
+    return f"Reply {number}: {newest[:40]}", None, False
 
 
 def _sse(events: list[tuple[str | None, dict[str, Any] | str]]) -> StreamingResponse:
@@ -135,7 +142,7 @@ def openai_app(providers: Providers) -> Route:
         blocks = openai_blocks(body, COUNTER.text)
         prompt = sum(tokens for _, tokens in blocks)
         cached = providers.openai_cache.call(blocks)
-        text, arguments = _answer(body, number)
+        text, arguments, cut_off = _answer(body, number)
         usage = {
             "prompt_tokens": prompt,
             "completion_tokens": 5,
@@ -145,7 +152,7 @@ def openai_app(providers: Providers) -> Route:
         providers.requests.append(Recorded("openai", body, usage))
         call = {"id": f"call_{number}", "type": "function"}
         calls = [{**call, "function": {"name": CALCULATOR, "arguments": json.dumps(arguments)}}] if arguments else None
-        finish = "tool_calls" if calls else "stop"
+        finish = "tool_calls" if calls else "length" if cut_off else "stop"
         head = {"id": f"chatcmpl-{number}", "created": int(time.time()), "model": body.get("model", "")}
         if not body.get("stream"):
             message = {"role": "assistant", "content": text or None, **({"tool_calls": calls} if calls else {})}
@@ -181,10 +188,10 @@ def anthropic_app(providers: Providers) -> Route:
             "cache_read_input_tokens": cached.cache_read_input_tokens,
         }
         providers.requests.append(Recorded("anthropic", body, usage))
-        text, arguments = _answer(body, number)
+        text, arguments, cut_off = _answer(body, number)
         use = {"type": "tool_use", "id": f"toolu_{number}", "name": CALCULATOR, "input": arguments}
         block = use if arguments else {"type": "text", "text": text}
-        stop = "tool_use" if arguments else "end_turn"
+        stop = "tool_use" if arguments else "max_tokens" if cut_off else "end_turn"
         message = {"id": f"msg_{number}", "type": "message", "role": "assistant", "model": body.get("model", "")}
         if not body.get("stream"):
             ending = {"stop_reason": stop, "stop_sequence": None}

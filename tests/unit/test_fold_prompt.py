@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langflow_summarizing_agent.engine.fold import SaveFailures
 from langflow_summarizing_agent.engine.prompt import (
     SUMMARY_PREFIX,
+    FoldAnswerCutOff,
     FoldOutputError,
     folds_on_prefix,
     merge_pinned,
@@ -78,6 +79,32 @@ def test_parse_accepts_fences_and_trailing_text():
 )
 def test_parse_refuses_unusable_answers(raw):
     with pytest.raises(FoldOutputError):
+        parse_fold_output(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "pinned", "summary"),
+    [
+        pytest.param('{"pinned": {"a": "1"}, "summary": "- s",}', {"a": "1"}, "- s", id="trailing-comma"),
+        pytest.param("{'pinned': {'a': '1'}, 'summary': '- s'}", {"a": "1"}, "- s", id="single-quotes"),
+        pytest.param('Here: {"pinned": {}, "summary": "- a \\"}\\" {b"} and {more', {}, '- a "}" {b', id="text-around"),
+    ],
+)
+def test_parse_repairs_the_slips_of_a_whole_answer(raw, pinned, summary):
+    assert parse_fold_output(raw) == (pinned, summary)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param('{"pinned": {"project_id": "PRJ-7"}, "summary": "- Facts in the conv', id="in-the-summary"),
+        pytest.param('{"pinned": {"project_id": "PRJ-7"}, "summary": "- Facts"', id="before-the-last-brace"),
+        pytest.param('```json\n{"pinned": {"project_id": "PRJ-7", "cluster": "E', id="fenced-in-the-pinned-facts"),
+        pytest.param('{"pinned": {}, "summary": "- the user wrote \\"}\\" and', id="after-an-escaped-brace"),
+    ],
+)
+def test_parse_refuses_an_answer_cut_off_before_its_json_closes(raw):
+    with pytest.raises(FoldAnswerCutOff, match="answer was cut off before its JSON closed; lower Summary Word Budget"):
         parse_fold_output(raw)
 
 

@@ -1,5 +1,5 @@
 """The summary model wrapper: built the way the Agent builds its own (streaming off), a connected one used as it is,
-named without being built."""
+named without being built; an answer its provider cut off at the length limit is refused."""
 
 from __future__ import annotations
 
@@ -8,10 +8,14 @@ from unittest.mock import patch
 from uuid import uuid4
 
 import pytest
+from langchain_core.messages import AIMessage
 
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
+from langflow_summarizing_agent.engine.prompt import FoldAnswerCutOff, build_fold_prompt
+from langflow_summarizing_agent.engine.records import Summary
 from langflow_summarizing_agent.wiring import summary_model
-from tests.support.fake_chat_model import FakeChatModel
+from tests.support.fake_chat_model import FakeChatModel, fold_json
+from tests.support.fakes import make_messages
 
 OPENAI_GPT_4O = [{"name": "gpt-4o", "provider": "OpenAI", "metadata": {}}]
 
@@ -154,3 +158,52 @@ async def test_an_empty_summary_model_stays_empty_when_the_agent_is_edited(monke
     assert updated["summary_model"]["options"] == options
     picked = await component.update_build_config(updated, options, "summary_model")
     assert picked["summary_model"]["value"] == options
+
+
+WHOLE_ANSWER = fold_json({"project_id": "PRJ-7"}, "- the user works on PRJ-7")
+"""A fold answer that parses: only the provider's word can say it stopped at the length limit."""
+
+
+async def summarized(response_metadata: dict[str, Any]) -> str:
+    """The summarizer's text for `WHOLE_ANSWER` answered with `response_metadata`."""
+    model = FakeChatModel(fold_script=[AIMessage(content=WHOLE_ANSWER, response_metadata=response_metadata)])
+    prompt = build_fold_prompt(
+        Summary(),
+        make_messages(["I work on PRJ-7."]),
+        pinned_keys=("project_id",),
+        summary_words=50,
+        max_message_chars=99,
+    )
+    return await summary_model.summarizer_for(lambda: model, 5)(prompt)
+
+
+@pytest.mark.parametrize(
+    ("response_metadata", "reason"),
+    [
+        pytest.param({"finish_reason": "length"}, 'finish_reason "length"', id="openai"),
+        pytest.param({"stop_reason": "max_tokens"}, 'stop_reason "max_tokens"', id="anthropic"),
+        pytest.param({"finish_reason": "MAX_TOKENS"}, 'finish_reason "MAX_TOKENS"', id="google"),
+        pytest.param({"stopReason": "max_tokens"}, 'stopReason "max_tokens"', id="bedrock-converse"),
+        pytest.param(
+            {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}},
+            'incomplete_details.reason "max_output_tokens"',
+            id="openai-responses",
+        ),
+    ],
+)
+async def test_an_answer_its_provider_cut_off_at_the_length_limit_fails_the_fold_saying_what_to_change(
+    response_metadata: dict[str, Any], reason: str
+) -> None:
+    expected = f"answer was cut off at its length limit ({reason}); lower Summary Word Budget, or raise Max Tokens"
+    with pytest.raises(FoldAnswerCutOff) as refused:
+        await summarized(response_metadata)
+    assert expected in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "response_metadata",
+    [{"finish_reason": "stop"}, {"stop_reason": "end_turn"}, {"finish_reason": "STOP"}, {}],
+    ids=["openai", "anthropic", "google", "none"],
+)
+async def test_an_answer_that_ended_on_its_own_is_the_summary(response_metadata: dict[str, Any]) -> None:
+    assert await summarized(response_metadata) == WHOLE_ANSWER

@@ -4,9 +4,9 @@
   (public contract, following LangChain's `SummarizationMiddleware`), then the pinned facts, then the summary text.
 - The fold prompt: `FOLD_SYSTEM_PROMPT` (rules; its placeholders `{pinned_keys}` and `{summary_words}` are a public
   contract) and one human message quoting the previous pinned facts, the previous summary and the batch.
-- The answer: JSON `{"pinned": {...}, "summary": "..."}`, repaired when fenced or surrounded by text
-  (`parse_fold_output`); the pinned facts are merged key by key (`merge_pinned`) and the summary is clipped to the
-  Summary Word Budget (`clip_words`).
+- The answer: JSON `{"pinned": {...}, "summary": "..."}`, repaired when fenced or surrounded by text, refused when
+  cut off (`parse_fold_output`); the pinned facts are merged key by key (`merge_pinned`) and the summary is clipped
+  to the Summary Word Budget (`clip_words`).
 """
 
 from __future__ import annotations
@@ -38,6 +38,19 @@ class FoldOutputError(ValueError):
 
 class FoldToolCall(FoldOutputError):
     """The summary model answered a fold with a tool call instead of its JSON."""
+
+
+CUT_OFF_REMEDY = "lower Summary Word Budget, or raise Max Tokens (the Agent's, when no Summary Model is picked)"
+"""What to change when the summary model's answer is cut off, in the fields the node shows: a picked Summary Model
+has no Max Tokens of its own, the Agent's model folds with the Agent's."""
+
+
+class FoldAnswerCutOff(FoldOutputError):
+    """The summary model's answer stopped before its end (at its length limit): its JSON is a fragment of a summary,
+    and saving it would replace the whole previous summary with that fragment."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__(f"the summary model's answer was cut off {how}; {CUT_OFF_REMEDY}")
 
 
 def render_summary_message(summary: Summary, pinned_keys: Sequence[str], not_summarized: int) -> str | None:
@@ -207,10 +220,13 @@ def _quote(text: str) -> str:
 
 
 def parse_fold_output(raw: str) -> tuple[dict[str, Any], str]:
-    """Read `{"pinned": {...}, "summary": "..."}` from a model answer, repairing fences and stray text."""
+    """Read `{"pinned": {...}, "summary": "..."}` from a model answer, repairing fences and stray text; an answer
+    whose JSON never closes was cut off (`FoldAnswerCutOff`), and no repair makes it whole."""
     if not isinstance(raw, str) or not raw.strip():
         msg = "the summary model returned an empty answer"
         raise FoldOutputError(msg)
+    if _ends_open(raw):
+        raise FoldAnswerCutOff("before its JSON closed")
     parsed = json_repair.loads(raw)
     if isinstance(parsed, list):
         parsed = next((item for item in parsed if isinstance(item, dict)), None)
@@ -228,6 +244,33 @@ def parse_fold_output(raw: str) -> tuple[dict[str, Any], str]:
         msg = 'the summary model\'s "pinned" is not a JSON object'
         raise FoldOutputError(msg)
     return pinned, summary
+
+
+def _ends_open(raw: str) -> bool:
+    """Whether the text ends inside its JSON object: scanned from the first `{`, tracking double-quoted strings and
+    their escapes, the braces never all close.
+
+    `json_repair` would close such an object by adding the quotes and braces the model never wrote; only this is
+    refused. The slips a repair may fix (a trailing comma, a code fence, text around the object, single quotes) all
+    leave the object closed. Only double quotes open a string here, so an apostrophe in a single-quoted value hides
+    no brace."""
+    start = raw.find("{")
+    if start < 0:
+        return False
+    depth, in_string, escaped = 0, False, False
+    for char in raw[start:]:
+        if escaped:
+            escaped = False
+        elif in_string:
+            escaped = char == "\\"
+            in_string = char != '"'
+        elif char == '"':
+            in_string = True
+        elif char in "{}":
+            depth += 1 if char == "{" else -1
+            if depth == 0:
+                return False
+    return True
 
 
 def merge_pinned(previous: dict[str, str], proposed: dict[str, Any], pinned_keys: Sequence[str]) -> dict[str, str]:

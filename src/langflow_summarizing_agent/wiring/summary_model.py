@@ -4,7 +4,7 @@ model), else the Agent's own model, with streaming off.
 `summarizer_for()` wraps it as the engine's `Summarizer`: built on its first call (a turn that does not fold never
 builds one), called with no callbacks (fold tokens never reach the Playground stream or the agent's trace) and
 abandoned after Summary Timeout (s). A build error (no API key, say) is a failed fold with back-off, never a failed
-turn.
+turn; so is an answer the provider says it cut off at its length limit (`CUT_OFF_REASONS`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from langchain_core.runnables import Runnable
 
 from langflow_summarizing_agent import langflow_private
 from langflow_summarizing_agent.engine.fold import Summarizer
-from langflow_summarizing_agent.engine.prompt import FoldToolCall
+from langflow_summarizing_agent.engine.prompt import FoldAnswerCutOff, FoldToolCall
 
 if TYPE_CHECKING:
     from lfx.custom.custom_component.component import Component
@@ -147,6 +147,37 @@ sets no choice: Anthropic's cache drops every message block when `tool_choice` d
 Bedrock's Converse API has no such choice; there a tool call is answered by the quoted retry."""
 
 
+CUT_OFF_REASONS: dict[str, frozenset[str]] = {
+    "finish_reason": frozenset({"length", "MAX_TOKENS"}),
+    "stop_reason": frozenset({"max_tokens", "length"}),
+    "stopReason": frozenset({"max_tokens"}),
+    "done_reason": frozenset({"length"}),
+    "incomplete_details.reason": frozenset({"max_output_tokens"}),
+}
+"""How LangChain's chat models say, in an answer's `response_metadata`, that it stopped at its length limit (a dot
+reads into a nested dict):
+- `finish_reason` "length": OpenAI's Chat Completions (`ChatOpenAI`) and the APIs that copy it (Groq, Mistral,
+  watsonx, DeepSeek, ...); "MAX_TOKENS": Google's Gemini (`ChatGoogleGenerativeAI`), Cohere on Bedrock.
+- `stop_reason` "max_tokens": Anthropic (`ChatAnthropic`) and Anthropic on Bedrock (`ChatBedrock`); "length": Mistral
+  and Meta on Bedrock.
+- `stopReason` "max_tokens": Bedrock's Converse API (`ChatBedrockConverse`).
+- `done_reason` "length": Ollama (`ChatOllama`).
+- `incomplete_details.reason` "max_output_tokens": OpenAI's Responses API (`ChatOpenAI(use_responses_api=True)`).
+A provider not listed is still caught when its JSON never closes (`engine.prompt.parse_fold_output`)."""
+
+
+def cut_off_reason(response: object) -> str | None:
+    """The provider's word for an answer cut off at its length limit, as `key "value"`; None for any other end."""
+    metadata = getattr(response, "response_metadata", None)
+    for key, values in CUT_OFF_REASONS.items():
+        value: object = metadata
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, str) and value in values:
+            return f'{key} "{value}"'
+    return None
+
+
 def summarizer_for(
     build_model: Callable[[], BaseLanguageModel],
     timeout_seconds: float,
@@ -156,7 +187,7 @@ def summarizer_for(
     """A summarizer that builds its model on its first call, with `tools` bound when given: a fold on the agent's
     prefix sends the tools the agent's call had, as they are part of the prefix the provider caches, with tool calls
     turned off where the provider takes that (`without_tool_calls`). A build error is reported with `remedy`; an
-    answer that is a tool call raises `FoldToolCall`."""
+    answer cut off at its length limit raises `FoldAnswerCutOff`, one that is a tool call `FoldToolCall`."""
     llm: Runnable[list[BaseMessage], object] | None = None
 
     async def summarize(prompt: list[BaseMessage]) -> str:
@@ -176,6 +207,9 @@ def summarizer_for(
         except asyncio.TimeoutError:
             msg = f"no answer within {timeout_seconds:g} s; raise Summary Timeout if the summary model is this slow"
             raise TimeoutError(msg) from None
+        reason = cut_off_reason(response)
+        if reason is not None:
+            raise FoldAnswerCutOff(f"at its length limit ({reason})")
         text = _text_of(response)
         calls = getattr(response, "tool_calls", None)
         if calls and not text.strip():
