@@ -15,7 +15,7 @@ from typing import Any
 from benchmarks.model import BenchmarkChatModel
 from benchmarks.script import support_session
 from benchmarks.support_session import Run, compare, parse_args, replay, run_graph, write
-from langflow_summarizing_agent.wiring import runtime
+from langflow_summarizing_agent.wiring import after_reply, runtime
 from tests.support.services import langflow_services
 
 PROMPT = "You are a technical support assistant.\n\nThe conversation so far:\n{memory}\n\nThe customer's new message: "
@@ -56,7 +56,8 @@ async def main_async(argv: list[str] | None = None) -> dict[str, Any]:
     # A Language Model calls no tools: the scripted tool calls of the Agent's session are left out.
     session = [replace(exchange, tool_calls=0) for exchange in support_session(args.exchanges)]
     async with langflow_services(args.backend):
-        runtime.install_reply_listener()  # As Langflow's server does: a stored reply lets the history's fold run.
+        # As Langflow's server does: a stored reply lets the history's fold run.
+        after_reply.install_reply_listener(lambda: runtime.current().timing)
         runs = {}
         for run in RUNS:
             runs[run.key] = (await replay(run, session, BenchmarkChatModel(), turn=history_turn)).metrics()

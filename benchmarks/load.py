@@ -40,7 +40,7 @@ from benchmarks.load_report import AGENTS, WINDOWS, fault_report, phase_report, 
 from benchmarks.revision import commit
 from langflow_summarizing_agent.engine.report import BUSY_NOTE
 from langflow_summarizing_agent.engine.settings import DEFAULT_FOLD_BATCH, DEFAULT_MAX_FOLDS_PER_TURN
-from langflow_summarizing_agent.wiring.timing import DEFAULT_MAX_RUNNING
+from langflow_summarizing_agent.wiring.after_reply import DEFAULT_MAX_RUNNING
 from tests.support import load_audit
 from tests.support.load_audit import read_calls
 from tests.support.server_fixtures import LangflowServer

@@ -22,7 +22,7 @@ import psutil
 import psycopg
 import sqlalchemy as sa
 
-from langflow_summarizing_agent.wiring.timing import MAX_RUNNING_ENV
+from langflow_summarizing_agent.wiring.after_reply import MAX_RUNNING_ENV
 from tests.support import load_audit
 from tests.support.load_audit import read_calls
 from tests.support.load_balancer import load_balancer

@@ -10,7 +10,7 @@ import numpy as np
 
 from benchmarks.load_deploy import SETTLE_TIMEOUT_SECONDS
 from langflow_summarizing_agent.engine.settings import DEFAULT_FOLD_BATCH, DEFAULT_MAX_FOLDS_PER_TURN
-from langflow_summarizing_agent.wiring.timing import DEFAULT_MAX_RUNNING
+from langflow_summarizing_agent.wiring.after_reply import DEFAULT_MAX_RUNNING
 from tests.support import load_audit
 from tests.support.load_audit import chain, on_final, saved
 

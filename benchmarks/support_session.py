@@ -31,8 +31,8 @@ from langflow_summarizing_agent.engine.plan import COMPACT_REPLY_PREFIX
 from langflow_summarizing_agent.engine.settings import DEFAULT_FOLD_BATCH
 from langflow_summarizing_agent.engine.settings import DEFAULT_HISTORY_TOKEN_BUDGET as BUDGET
 from langflow_summarizing_agent.wiring import runtime
+from langflow_summarizing_agent.wiring.after_reply import AfterReply
 from langflow_summarizing_agent.wiring.agent_turn import turn_of
-from langflow_summarizing_agent.wiring.timing import AfterReply
 from tests.support.fake_chat_model import RECORDERS, FakeChatModelComponent
 from tests.support.services import BACKENDS, database_backend, langflow_services
 

@@ -14,8 +14,8 @@ from langchain_core.messages import AIMessage
 
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.wiring import lifecycle
+from langflow_summarizing_agent.wiring.after_reply import AfterReply
 from langflow_summarizing_agent.wiring.agent_turn import turn_of
-from langflow_summarizing_agent.wiring.timing import AfterReply
 from tests.support.agent_runs import ChatSession, scripted_session
 from tests.support.fake_chat_model import FOLD_PROMPT_START, FoldGate, is_fold_prompt, is_prefix_fold
 from tests.support.history_runs import SESSION_KINDS

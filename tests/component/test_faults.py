@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from langflow_summarizing_agent.engine import turn as turn_module
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.records import Summary
 from langflow_summarizing_agent.storage.models import TABLE_NAME
@@ -178,9 +179,33 @@ async def test_state_read_failure_falls_back_to_last_n_and_logs_the_error(
     assert reply.strip() == "Noted."
     assert_stock_last_n(chat)
     assert "summary store unavailable" in chat.last_agent.status
-    assert "the summary store failed" in caplog.text
+    assert "summary store unavailable" in caplog.text
     assert TABLE_NAME in caplog.text
     assert_kept(before, await state_of(chat))
+
+
+@pytest.mark.parametrize("kind", SESSION_KINDS)
+async def test_an_unexpected_error_falls_back_to_last_n_and_is_named_as_one(
+    kind: type[ChatSession],
+    langflow_db: LangflowDatabase,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chat = scripted_session(FOLD_EACH_TURN, kind=kind)
+    await fold_once_then(chat)
+
+    def defect(*args: object, **kwargs: object) -> None:
+        raise TypeError("a defect in the plan")
+
+    monkeypatch.setattr(turn_module, "plan_turn", defect)
+    with caplog.at_level(logging.ERROR, logger="langflow_summarizing_agent"):
+        reply = await chat.say("Any other idea?")
+
+    assert reply.strip() == "Noted."
+    assert_stock_last_n(chat)
+    assert "unexpected error (TypeError: a defect in the plan)" in chat.last_agent.status
+    assert "summary store unavailable" not in chat.last_agent.status + caplog.text
+    assert "a defect in the plan" in caplog.text and "Traceback" in caplog.text
 
 
 @pytest.mark.parametrize("kind", SESSION_KINDS)

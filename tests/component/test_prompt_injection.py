@@ -14,7 +14,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from langflow_summarizing_agent.engine.prompt import FOLD_SYSTEM_PROMPT, SUMMARY_PREFIX
-from langflow_summarizing_agent.wiring.timing import AfterReply
+from langflow_summarizing_agent.wiring.after_reply import AfterReply
 from tests.support.agent_runs import FOLD_EACH_TURN, PINNED_KEYS, QUIET_AGENT, ChatSession, scripted_session
 from tests.support.fake_chat_model import is_fold_prompt, is_prefix_fold
 from tests.support.langflow_db import LangflowDatabase, stored_summary

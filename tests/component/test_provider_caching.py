@@ -22,8 +22,8 @@ from lfx.io import Output
 
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
 from langflow_summarizing_agent.wiring import runtime
+from langflow_summarizing_agent.wiring.after_reply import AfterReply
 from langflow_summarizing_agent.wiring.prompt_cache import CACHE_CONTROL
-from langflow_summarizing_agent.wiring.timing import AfterReply
 from tests.support.prompt_caches import anthropic_blocks, openai_blocks, openai_cacheable
 from tests.support.provider_servers import COUNTER, FOLD_OPENING, Providers, Recorded, running_providers
 from tests.support.runtimes import folding_after_replies

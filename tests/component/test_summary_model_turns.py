@@ -3,11 +3,12 @@ turn that folds, never failing a turn, and a build error says what to change in 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
 
-from langflow_summarizing_agent.wiring import agent_turn, history_turn
+from langflow_summarizing_agent.wiring import agent_turn, history_turn, summary_model
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession
 from tests.support.fake_chat_model import recorder
 from tests.support.flow_files import history_template, load_memory_chatbot_flow
@@ -28,9 +29,9 @@ NO_KEY = (
 
 
 def patch_build(monkeypatch: pytest.MonkeyPatch, build: Any) -> None:
-    """`build` in place of `build_summary_model` where either component's turn calls it."""
+    """`build(component)` builds the summary model where either component's turn builds it."""
     for module in (agent_turn, history_turn):
-        monkeypatch.setattr(module, "build_summary_model", build)
+        monkeypatch.setattr(module, "summary_model_builder", lambda component: functools.partial(build, component))
 
 
 @pytest.mark.parametrize("kind", SESSION_KINDS)
@@ -38,7 +39,7 @@ async def test_only_a_turn_that_folds_builds_the_summary_model_and_only_once(
     langflow_db: LangflowDatabase, monkeypatch: pytest.MonkeyPatch, kind: type[ChatSession]
 ) -> None:
     builds: list[Any] = []
-    build = agent_turn.build_summary_model
+    build = summary_model.build_summary_model
 
     def counted_build(component: Any) -> Any:
         builds.append(component)

@@ -1,21 +1,20 @@
-"""The real provider clients in a real server: the Summarizing Agent with OpenAI's or Anthropic's model picked in
-Langflow's own model picker (`ChatOpenAI`, `ChatAnthropic`), sending to the loopback provider servers the session's
-server is pointed at (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`). What the provider receives, and the usage it reports
-reaching the caching detection: a fold on the agent's prefix runs only once the provider is seen to cache.
+"""The real provider clients in a real server: the ready flow as exported (the canvas's node ids and types, so Langflow
+stores the agent's partial reply before its model call, as it does for every user), with OpenAI's or Anthropic's
+model picked in Langflow's own model picker (`ChatOpenAI`, `ChatAnthropic`), sending to the loopback provider servers
+the session's server is pointed at (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`). What the provider receives, and the
+usage it reports reaching the caching detection: a fold on the agent's prefix runs only once the provider is seen to
+cache; every fold after the reply asks on the prefix of the agent's call just before it.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
 import pytest
-from lfx.components.input_output import ChatInput, ChatOutput
-from lfx.graph import Graph
 
-from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
 from langflow_summarizing_agent.wiring.prompt_cache import CACHE_CONTROL
+from tests.support.flow_files import agent_template, load_support_flow
 from tests.support.prompt_caches import anthropic_blocks, openai_blocks, openai_cacheable
 from tests.support.provider_servers import COUNTER, FOLD_OPENING, Providers, Recorded
 from tests.support.server_chat import ServerChat
@@ -35,13 +34,15 @@ TURNS = ("My project is PRJ-7.", "please calculate the monthly cost", "And the y
 
 
 def picked_model_flow(picked: dict[str, Any]) -> dict[str, Any]:
-    chat_input = ChatInput(_id="chat_input")
-    agent = SummarizingAgentComponent(_id="agent")
-    agent.set(model=[picked], api_key="any-key", input_value=chat_input.message_response, system_prompt=SYSTEM_PROMPT)
-    agent.set(n_messages=3, fold_batch=2, history_token_budget=0, add_current_date_tool=False)
-    chat_output = ChatOutput(_id="chat_output")
-    chat_output.set(input_value=agent.message_response)
-    return json.loads(json.dumps(Graph(chat_input, chat_output).dump()["data"], default=str))
+    """The `data` of the ready flow as exported, its model picked in the agent's model picker as a user picks it."""
+    flow = load_support_flow()
+    settings = {"model": [picked], "api_key": "any-key", "system_prompt": SYSTEM_PROMPT, "n_messages": 3}
+    settings |= {"fold_batch": 2, "history_token_budget": 0, "add_current_date_tool": False}
+    template = agent_template(flow)
+    for name, value in settings.items():
+        template[name]["value"] = value
+    template["api_key"]["load_from_db"] = False  # a key typed into the field, not a global variable's name
+    return flow["data"]
 
 
 @pytest.mark.parametrize("wire", ["openai", "anthropic"])

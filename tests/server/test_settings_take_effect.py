@@ -18,6 +18,7 @@ from tests.support.server_chat import (
     FAST_FOLDS,
     TURNS_TO_FIRST_STATE,
     ServerChat,
+    agent_node_id,
     agent_template,
     summarizing_flow_data,
     summary_rows,
@@ -56,7 +57,7 @@ def test_api_tweaks_of_hidden_settings_take_effect(owner):
     switched_off = _hidden(summarizing_flow_data(**DEFAULTS, summarize_older_messages=False))
     chat = ServerChat.create(*owner, data=switched_off)
 
-    rows = _folded_after_two_turns(chat, tweaks={"agent": FAST_FOLDS})
+    rows = _folded_after_two_turns(chat, tweaks={agent_node_id(switched_off): FAST_FOLDS})
 
     assert [row["absorbed_count"] for row in rows] == [2]
 

@@ -15,22 +15,17 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from lfx.components.input_output import ChatInput, ChatOutput
-from lfx.graph import Graph
 
-from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import (
-    SUMMARY_FIELDS,
-    SummarizingAgentComponent,
-)
 from tests.support.agent_runs import QUIET_AGENT
 from tests.support.deployment_recipe import deployment_recipe, extra_requirements, follow_recipe
-from tests.support.fake_chat_model import FakeChatModelComponent
 from tests.support.flow_files import (
     OFFLINE_MODEL_ID,
     load_memory_chatbot_flow,
+    load_support_flow,
     memory_chatbot_offline,
     node_of_type,
     read_records,
+    with_offline_model,
 )
 from tests.support.fold_audit import FOLD_OFTEN, SummaryWatch, check_fold_bookkeeping
 from tests.support.postgres_database import fresh_postgres_database
@@ -72,29 +67,22 @@ def test_the_recipe_runs_several_workers_on_the_redis_queue_with_the_postgresql_
 
 
 def summarizing_flow(record_path: Path, **agent_settings: Any) -> dict[str, Any]:
-    """Chat Input -> Summarizing Agent (offline model recording to `record_path`) -> Chat Output, as the JSON
-    `POST /api/v1/flows/` takes."""
-    chat_input = ChatInput(_id="chat_input")
-    model = FakeChatModelComponent(_id="offline_model")
-    model.set(
-        reply="Noted:",
-        echo="question",
-        worker_name=True,
-        fold_answer="list",
+    """The ready flow as exported (Chat Input -> Summarizing Agent -> Chat Output, the canvas's ids), its agent on an
+    offline model recording to `record_path`, as the JSON `POST /api/v1/flows/` takes."""
+    flow = with_offline_model(load_support_flow(), record_path, **{**QUIET_AGENT, **agent_settings})
+    flow["name"] = f"concurrency-{uuid.uuid4().hex[:8]}"
+    values = {
+        "reply": "Noted:",
+        "echo": "question",
+        "worker_name": True,
+        "fold_answer": "list",
         # Summary calls as slow as a provider's: folds started by both workers overlap, so without the session's
         # fold lock across workers a summary call is thrown away (seen: 6 calls, 2 wasted).
-        fold_delay=1.0,
-        record_path=str(record_path),
-    )
-    agent = SummarizingAgentComponent(_id="agent")
-    agent.set(model=model.build_model, input_value=chat_input.message_response, **{**QUIET_AGENT, **agent_settings})
-    chat_output = ChatOutput(_id="chat_output")
-    chat_output.set(input_value=agent.message_response)
-    flow = Graph(chat_input, chat_output).dump(name=f"concurrency-{uuid.uuid4().hex[:8]}")
-    # The server builds only shown fields; the canvas shows these once the switch is on (update_build_config).
-    template = next(node for node in flow["data"]["nodes"] if node["id"] == "agent")["data"]["node"]["template"]
-    for field in SUMMARY_FIELDS:
-        template[field]["show"] = True
+        "fold_delay": 1.0,
+    }
+    model = node_of_type(flow, "FakeChatModel")["data"]["node"]["template"]
+    for name, value in values.items():
+        model[name]["value"] = value
     return flow
 
 

@@ -11,9 +11,9 @@ import pytest
 from langflow_summarizing_agent.engine.fold import CatchUp
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import HeldScopes
+from langflow_summarizing_agent.wiring.after_reply import FoldsElsewhere
 from langflow_summarizing_agent.wiring.runner import Part, _fold_after_reply
 from langflow_summarizing_agent.wiring.runtime import Runtime
-from langflow_summarizing_agent.wiring.timing import FoldsElsewhere
 from tests.support.fakes import RecordingSummarizer
 from tests.support.langflow_db import LangflowDatabase, MemoryScope
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from langflow_summarizing_agent.wiring import runtime
-from langflow_summarizing_agent.wiring.timing import AfterReply
+from langflow_summarizing_agent.wiring import after_reply, runtime
+from langflow_summarizing_agent.wiring.after_reply import AfterReply
 
 
 @contextmanager
 def folding_after_replies(max_running: int | None = None) -> Iterator[AfterReply]:
     """A runtime whose folds run after the reply, current while the block runs; yields its timing."""
-    runtime.install_reply_listener()
+    after_reply.install_reply_listener(lambda: runtime.current().timing)
     folds = AfterReply(max_running)
     with runtime.using(runtime.Runtime(timing=folds)):
         yield folds

@@ -1,8 +1,9 @@
 """Chat with the Summarizing Agent on the real test server, and read its state rows from the server's database.
 
-The flow is Chat Input -> Summarizing Agent (switch on) -> Chat Output, built as an lfx `Graph` and posted to
-`POST /api/v1/flows/`. Its model is `FakeChatModelComponent`: a reply is "echo:" and the user-role messages the agent
-sent (the summary message is one), and a fold lists each folded message on a line "- folded <text>". With `FAST_FOLDS`
+The flow is the ready flow as exported (Chat Input -> Summarizing Agent -> Chat Output, the canvas's node ids and
+types), posted to `POST /api/v1/flows/`, with `FakeChatModelComponent` connected as the agent's model: a reply is
+"echo:" and the user-role messages the agent sent (the summary message is one), and a fold lists each folded message
+on a line "- folded <text>". With `FAST_FOLDS`
 a state row appears after the second reply, from the fold that runs then: it plans the third turn, whose window is the
 second exchange, so it covers the first exchange (two messages) and the cursor is the first reply. `say` returns once
 that fold has saved.
@@ -23,14 +24,18 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from lfx.components.input_output import ChatInput, ChatOutput
-from lfx.graph import Graph
 
-from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
 from langflow_summarizing_agent.storage.migrate import sync_database_url
 from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
-from tests.support.fake_chat_model import FakeChatModelComponent
-from tests.support.flow_files import HISTORY_TYPE, load_memory_chatbot_flow, memory_chatbot_offline, node_of_type
+from tests.support.flow_files import (
+    HISTORY_TYPE,
+    agent_node,
+    load_memory_chatbot_flow,
+    load_support_flow,
+    memory_chatbot_offline,
+    node_of_type,
+    with_offline_model,
+)
 from tests.support.server_fixtures import LangflowServer
 
 FAST_FOLDS = {
@@ -46,15 +51,15 @@ STATE = SessionMemoryStateTable.__table__
 
 
 def summarizing_flow_data(record_path: Path | None = None, **agent_settings: Any) -> dict[str, Any]:
-    """The `data` of a flow (nodes and edges) as the server stores it; its model records to `record_path` if given."""
-    chat_input = ChatInput(_id="chat_input")
-    model = FakeChatModelComponent(_id="echo_model")
-    model.set(reply="echo:", echo="user_messages", fold_answer="list", record_path=str(record_path or ""))
-    agent = SummarizingAgentComponent(_id="agent")
-    agent.set(model=model.build_model, input_value=chat_input.message_response, **{**FAST_FOLDS, **agent_settings})
-    chat_output = ChatOutput(_id="chat_output")
-    chat_output.set(input_value=agent.message_response)
-    return json.loads(json.dumps(Graph(chat_input, chat_output).dump()["data"], default=str))
+    """The `data` of a flow (nodes and edges) as the server stores it: the ready flow with `FAST_FOLDS` (and
+    `agent_settings`) on its agent, whose model records to `record_path` if given."""
+    flow = with_offline_model(load_support_flow(), record_path or Path(""), **{**FAST_FOLDS, **agent_settings})
+    model = node_of_type(flow, "FakeChatModel")["data"]["node"]["template"]
+    for name, value in {"reply": "echo:", "echo": "user_messages", "fold_answer": "list"}.items():
+        model[name]["value"] = value
+    if record_path is None:
+        model["record_path"]["value"] = ""
+    return flow["data"]
 
 
 AGENT_ONLY_FIELDS = ("add_current_date_tool", "add_calculator_tool")
@@ -82,9 +87,14 @@ def flow_data_of(kind: str, record_path: Path) -> dict[str, Any]:
     return summarizing_flow_data(record_path) if kind == "agent" else memory_chatbot_flow_data(record_path)
 
 
+def agent_node_id(data: dict[str, Any]) -> str:
+    """The agent node's id in a flow's `data`, as the canvas made it."""
+    return str(agent_node({"data": data})["id"])
+
+
 def agent_template(data: dict[str, Any]) -> dict[str, Any]:
     """The agent node's template in a flow's `data`."""
-    return next(node for node in data["nodes"] if node["id"] == "agent")["data"]["node"]["template"]
+    return agent_node({"data": data})["data"]["node"]["template"]
 
 
 @dataclass

@@ -18,9 +18,10 @@ from langflow_summarizing_agent.engine.report import status_text
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import SessionStore
 from langflow_summarizing_agent.engine.turn import Turn, fold_if_due, read_and_plan
-from langflow_summarizing_agent.wiring import timing
+from langflow_summarizing_agent.wiring import after_reply as timing
+from langflow_summarizing_agent.wiring.after_reply import AfterReply, Reply, ReplySignal, TurnWork
 from langflow_summarizing_agent.wiring.agent_turn import reply_of
-from langflow_summarizing_agent.wiring.timing import AfterReply, Inline, TurnWork
+from langflow_summarizing_agent.wiring.timing import Inline
 from tests.support.fake_chat_model import FoldGate
 from tests.support.fakes import InMemorySessionStore, InMemoryStore, RecordingSummarizer, make_messages
 
@@ -403,8 +404,15 @@ def test_a_cap_below_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
 # When the fold runs: the timing chosen where the process starts
 
 
-def work(store: SessionStore, summarizer: RecordingSummarizer) -> TurnWork:
-    return TurnWork(store, summarizer, settings(), SaveFailures(), fold_job(store, summarizer, settings()))
+def work(
+    store: SessionStore, summarizer: RecordingSummarizer, signal: ReplySignal = ReplySignal.STORED_REPLY
+) -> TurnWork:
+    job = fold_job(store, summarizer, settings())
+
+    async def fold_after_reply(reply: Reply) -> CatchUp | None:
+        return await job()
+
+    return TurnWork(store, summarizer, settings(), SaveFailures(), fold_after_reply, signal, turn="turn")
 
 
 async def test_inline_timing_folds_in_the_turn() -> None:
@@ -436,23 +444,6 @@ async def test_after_reply_timing_folds_only_once_the_sessions_reply_is_signalle
     assert summarizer.calls == 1
     outcome = folds.previous(store.scope.key)
     assert outcome is not None and outcome.folded == 4
-
-
-async def test_a_later_turn_hands_the_waiting_fold_its_job_and_its_reply() -> None:
-    store = chat(8)
-    first, second = RecordingSummarizer(), RecordingSummarizer()
-    folds = AfterReply()
-    flow_id, _, session_id, _ = store.scope.key
-
-    await folds.turn(work(store, first))
-    later = await folds.turn(work(store, second))
-    await asyncio.sleep(0.05)
-
-    assert later.busy, "the session's fold waits: the later turn used the summary there is"
-    assert (first.calls, second.calls) == (0, 0), "the later turn's reply has not come"
-    folds.replied(flow_id, session_id)
-    await folds.wait(store.scope.key)
-    assert (first.calls, second.calls) == (0, 1), "the waiting fold ran the newest turn's job"
 
 
 async def test_compaction_waits_for_the_sessions_fold_after_the_reply() -> None:

@@ -10,7 +10,8 @@ import textwrap
 from pathlib import Path
 
 from langflow_summarizing_agent.wiring import runtime
-from langflow_summarizing_agent.wiring.timing import AfterReply, Inline
+from langflow_summarizing_agent.wiring.after_reply import AfterReply
+from langflow_summarizing_agent.wiring.timing import Inline
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "src" / "langflow_summarizing_agent"
 STATEFUL = {"SessionUsage", "SaveFailures", "HeldScopes", "AfterReply", "Inline", "Runtime", "OrderedDict", "set"}

@@ -28,10 +28,12 @@ from functools import cache
 from typing import Any, TypeVar
 from uuid import UUID
 
+from alembic.util.exc import CommandError
 from lfx.utils.langflow_utils import has_langflow_db_backend
 from sqlalchemy import Integer, and_, bindparam, func, or_
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy import select as sa_select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col, select
 
@@ -71,6 +73,18 @@ _UNRESOLVED: Any = object()
 def database_available() -> bool:
     """True when Langflow's database is available; False under standalone lfx or before services start."""
     return has_langflow_db_backend()
+
+
+STORE_FAILURES: tuple[type[BaseException], ...] = (SQLAlchemyError, OSError, TimeoutError, CommandError)
+"""What the database, its connection or the summary table's migration raise: a failing store, not a defect."""
+
+
+def failure_note(exc: BaseException) -> str:
+    """How a turn reports an exception on its memory path: a failing store as one, any other exception as the
+    unexpected error it is (a defect to report), both named by type."""
+    if isinstance(exc, STORE_FAILURES):
+        return f"summary store unavailable ({type(exc).__name__})"
+    return f"unexpected error ({type(exc).__name__}: {str(exc)[:200]})"
 
 
 class DatabaseStore:

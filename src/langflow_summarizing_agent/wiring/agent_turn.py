@@ -3,14 +3,14 @@
 The Agent's `get_memory_data()` calls `memory_data()`, and `/compact` calls `compact_reply()`. What is the Agent's
 own: its settings read off its inputs, with tokens counted as its model counts them, scaled by the usage its
 provider reported for this session, and twice Fold Batch when the provider caches prompts (`wiring.usage`); its
-read, which ends before its current input; and what its fold after the reply knows: the reply it produced, and,
-when its own model folds and its provider caches prompts, the prompt it just sent, for the fold to ask on. Its
-build's end is the session's reply signal (`wiring.timing`).
+read, which ends before its current input; and what its fold after the reply knows, taken as its build ends (the
+signal its fold waits for, `wiring.after_reply`): the reply it produced, and, when its own model folds and its
+provider caches prompts, the prompt it just sent, for the fold to ask on.
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -40,10 +40,9 @@ from langflow_summarizing_agent.engine.settings import (
     whole_number,
 )
 from langflow_summarizing_agent.engine.tokens import counter_for
-from langflow_summarizing_agent.wiring import prompt_cache
+from langflow_summarizing_agent.wiring import after_reply, prompt_cache
 from langflow_summarizing_agent.wiring import runtime as runtimes
 from langflow_summarizing_agent.wiring.runner import (
-    AfterReply,
     Part,
     cached_history,
     report_of,
@@ -57,8 +56,8 @@ from langflow_summarizing_agent.wiring.runtime import Runtime
 from langflow_summarizing_agent.wiring.summary_model import (
     agent_model_name,
     agent_model_provider,
-    build_summary_model,
     summarizer_for,
+    summary_model_builder,
     summary_model_name,
 )
 from langflow_summarizing_agent.wiring.usage import UsageObserver
@@ -94,15 +93,17 @@ NO_SCOPE_NOTE = "Summaries need the flow's id and owner; using the last N messag
 MEMORY_STEP_NAME = "summarizing_agent_memory"
 MEMORY_STEP_TITLE = "Memory"
 MEMORY_STEP_ICON = "Brain"
+REPLY_SIGNAL_ATTRIBUTE = "_summarizing_reply_signal"
+"""The component attribute that holds this turn's reply signal (`after_reply.signal_build_end`)."""
 MAX_WHOLE_NUMBER = 1_000_000
 """The top of a whole-number fold setting's range on the canvas."""
 
 StockHistory = Callable[[], Awaitable[list[Message]]]
 
 
-def settings_of(component: Any, runtime: Runtime | None = None) -> FoldSettings | None:
+def settings_of(component: Any, runtime: Runtime) -> FoldSettings | None:
     """The component's fold settings; None when Number of Chat History Messages is 0 (memory off)."""
-    usage = (runtime or runtimes.current()).usage
+    usage = runtime.usage
     names = (*WHOLE_NUMBER_FIELDS, "pinned_keys", "summary_timeout")
     return settings_from(
         {name: setting(component, name) for name in names},
@@ -170,24 +171,37 @@ def is_compact_request(component: Any) -> bool:
 
 async def memory_data(component: Any, stock_history: StockHistory) -> list[Message]:
     """The Agent's chat history with the switch on. Runs once per turn; a second call returns the same history."""
-    part = _part(component)
+    runtime = runtimes.current()
+    part = _part(component, runtime)
     if part is None:
         return []
     kept = cached_history(component, part.key)
     if kept is not None:
         return list(kept)
-    history = await run_turn(component, part)
+    earlier_results = _results_of(component)
+    history = await run_turn(component, part, runtime=runtime)
     if history is None:
         return await stock_history()
-    _signal_reply_when_built(part)
+    if part.scope is not None and isinstance(runtime.timing, after_reply.AfterReply):
+        take = functools.partial(_reply_of_the_build, component, part, earlier_results, runtime)
+        signal = after_reply.signal_build_end(runtime.timing, part.scope.key, part.key, take)
+        component.__dict__[REPLY_SIGNAL_ATTRIBUTE] = signal
     return history
+
+
+def reply_built(component: Any, message: object) -> None:
+    """The Agent's `message_response` returned `message`, its final reply: the fold after it may start."""
+    signal = component.__dict__.pop(REPLY_SIGNAL_ATTRIBUTE, None)
+    if signal is not None:
+        signal(message)
 
 
 async def compact_reply(component: Any, stock_history: StockHistory) -> Message:
     """Answer `/compact` without calling the agent."""
-    part = _part(component)
+    runtime = runtimes.current()
+    part = _part(component, runtime)
     if part is not None:
-        await run_compaction(component, part)
+        await run_compaction(component, part, runtime=runtime)
     kept = turn_of(component)
     turn = kept.turn if kept is not None else None
     keys = pinned_keys_from(setting(component, "pinned_keys"))
@@ -203,11 +217,10 @@ async def compact_reply(component: Any, stock_history: StockHistory) -> Message:
     return message
 
 
-def _part(component: Any) -> Part | None:
+def _part(component: Any, runtime: Runtime) -> Part | None:
     """What the Agent hands the turn runner; None when Number of Chat History Messages is 0 (no history)."""
     if whole_number(setting(component, "n_messages"), "n_messages") == 0:
         return None
-    runtime = runtimes.current()
     settings = settings_of(component, runtime)
     if settings is None:
         return None
@@ -217,62 +230,48 @@ def _part(component: Any) -> Part | None:
         settings = replace(settings, counter=settings.counter.scaled(runtime.usage.scale(scope.key)))
         observer = UsageObserver(scope.key, settings.counter, agent_model_name(component), runtime.usage)
     input_id = _input_id(component)
-    summarizer = summarizer_for(lambda: build_summary_model(component), settings.summary_timeout)
     return Part(
         name=NAME,
         key=_turn_key(component),
         scope=scope,
         settings=settings,
-        summarizer=summarizer,
+        summarizer=summarizer_for(summary_model_builder(component), settings.summary_timeout),
         fallback_note=FALLBACK_NOTE,
         no_scope_note=NO_SCOPE_NOTE,
         before=input_id,
         through=input_id,
-        after_reply=_after_reply(component, settings, observer),
+        signal=after_reply.ReplySignal.BUILD_END,
         observer=observer,
     )
 
 
-def _after_reply(component: Any, settings: FoldSettings, observer: UsageObserver | None) -> Callable[[], AfterReply]:
-    """What the fold after the reply knows: the reply this agent produced (Chat Output stores it at a moment no fold
-    can rely on), and, when the Agent's own model folds and its provider caches prompts (`wiring.usage`), the prompt
-    the agent just sent with that reply, for the fold to ask on with the same tools bound and tool calls turned off
-    (`engine.prompt.build_fold_prompt_on_prefix`), which the provider serves from its cache."""
-    earlier_results = _results_of(component)
-
-    def after_reply() -> AfterReply:
-        upcoming = reply_of(component, earlier_results)
-        if not (upcoming and observer is not None and observer.last_call and _folds_on_the_agents_prefix(component)):
-            return AfterReply(upcoming)
-        call = observer.last_call
-        model = lambda: prompt_cache.on_the_agents_prefix(build_summary_model(component), call.cache_control)  # noqa: E731
-        summarizer = summarizer_for(model, settings.summary_timeout, call.tools)
-        return AfterReply(upcoming, prefix=Prefix((*call.messages, AIMessage(content=upcoming[-1].text)), summarizer))
-
-    return after_reply
-
-
-def _signal_reply_when_built(part: Part) -> None:
-    """The Agent's reply is its own output: the session's reply signal is the end of the task building it.
-
-    Hooked on the task, not on the component's code, so flows saved with an earlier version of the component (their
-    code is what Langflow runs) fold after the reply too."""
-    scope = part.scope
-    if scope is None:
-        return
-    timing = runtimes.current().timing
-    task = asyncio.current_task()
-    if task is None:
-        timing.replied(str(scope.flow_id), scope.session_id)
-        return
-    task.add_done_callback(lambda _: timing.replied(str(scope.flow_id), scope.session_id))
+def _reply_of_the_build(
+    component: Any, part: Part, earlier_results: object, runtime: Runtime, message: object
+) -> after_reply.Reply:
+    """What the fold after the reply knows, taken as the Agent's build ends: the reply it produced, `message` or else
+    its built results (Chat Output stores it at a moment no fold can rely on), and, when the Agent's own model folds
+    and its provider caches prompts (`wiring.usage`), the prompt the agent just sent with that reply, for the fold to
+    ask on with the same tools bound and tool calls turned off (`engine.prompt.build_fold_prompt_on_prefix`), which
+    the provider serves from its cache."""
+    upcoming = _as_reply(message) if message is not None else reply_of(component, earlier_results)
+    call = part.observer.last_call if part.observer is not None else None
+    if not (upcoming and call is not None and _folds_on_the_agents_prefix(component, runtime)):
+        return after_reply.Reply(upcoming)
+    build = summary_model_builder(component)
+    model = functools.partial(_on_the_agents_prefix, build, call.cache_control)
+    summarizer = summarizer_for(model, part.settings.summary_timeout, call.tools)
+    return after_reply.Reply(upcoming, Prefix((*call.messages, AIMessage(content=upcoming[-1].text)), summarizer))
 
 
-def _folds_on_the_agents_prefix(component: Any) -> bool:
+def _on_the_agents_prefix(build: Callable[[], Any], cache_control: object) -> Any:
+    return prompt_cache.on_the_agents_prefix(build(), cache_control)
+
+
+def _folds_on_the_agents_prefix(component: Any, runtime: Runtime) -> bool:
     """The Agent's own model folds (no Summary Model connected) and its provider caches prompts."""
     if getattr(component, "summary_model", None):
         return False
-    return runtimes.current().usage.caches(agent_model_name(component), agent_model_provider(component))
+    return runtime.usage.caches(agent_model_name(component), agent_model_provider(component))
 
 
 def cache_middleware(component: Any, llm: object) -> list[Any]:
@@ -286,6 +285,13 @@ def usage_callbacks(component: Any) -> list[UsageObserver]:
     return [kept.observer] if kept is not None and kept.observer is not None else []
 
 
+def _as_reply(message: object) -> tuple[StoredMessage, ...]:
+    text = getattr(message, "text", None)
+    if not isinstance(text, str):
+        return ()
+    return (StoredMessage(id=str(uuid.uuid4()), timestamp=utcnow(), role="assistant", text=text),)
+
+
 def reply_of(component: Any, earlier_results: object = None) -> tuple[StoredMessage, ...]:
     """The reply this build of the agent produced, as the message Chat Output stores next (the agent's text, as a
     flow that connects the agent to Chat Output stores it); none when the build failed.
@@ -296,10 +302,7 @@ def reply_of(component: Any, earlier_results: object = None) -> tuple[StoredMess
     results = _results_of(component)
     if not isinstance(results, Mapping) or results is earlier_results:
         return ()
-    reply = next((value for value in results.values() if isinstance(value, Message)), None)
-    if reply is None or not isinstance(reply.text, str):
-        return ()
-    return (StoredMessage(id=str(uuid.uuid4()), timestamp=utcnow(), role="assistant", text=reply.text),)
+    return _as_reply(next((value for value in results.values() if isinstance(value, Message)), None))
 
 
 def _results_of(component: Any) -> object:

@@ -31,7 +31,7 @@ from langflow_summarizing_agent.engine.records import NO_CONTEXT
 from langflow_summarizing_agent.storage.store import reset_session, session_folds_ended, session_summaries
 from langflow_summarizing_agent.storage.summaries import SessionSummary
 from langflow_summarizing_agent.wiring import runtime
-from langflow_summarizing_agent.wiring.timing import FOLD_WAIT_SECONDS
+from langflow_summarizing_agent.wiring.after_reply import FOLD_WAIT_SECONDS
 
 __all__ = ["MAX_ID_LENGTH", "ROUTE_PREFIX", "router"]
 

@@ -4,7 +4,8 @@ The component's Retrieve mode calls `history()`. What is the Message History's o
 would change the meaning of (`refusal`: a sender filter, External Memory); its window is the stock Message
 History's, its newest Number of Messages rows, the current input included when Chat Input stored it first; its
 scope is its Session ID and Context ID, else the graph's session; tokens are counted with its Summary Model's
-tokenizer; its fold after the reply reads the reply from the store, once Langflow stores it (`wiring.timing`).
+tokenizer; its fold after the reply reads the reply from the store, once Langflow stores it final
+(`wiring.after_reply`).
 It returns the summary message and the window, in the component's order, on the same store as the Agent, so both
 components share a session's summary.
 """
@@ -31,8 +32,8 @@ from langflow_summarizing_agent.engine.tokens import counter_for
 from langflow_summarizing_agent.wiring.runner import Part, cached_history, run_turn, setting, turn_of
 from langflow_summarizing_agent.wiring.summary_model import (
     BUILD_REMEDY_OF_HISTORY,
-    build_summary_model,
     summarizer_for,
+    summary_model_builder,
     summary_model_name,
 )
 
@@ -124,7 +125,7 @@ async def history(component: Any, stock_retrieval: StockRetrieval) -> History:
         scope=_scope_of(component),
         settings=settings,
         summarizer=summarizer_for(
-            lambda: build_summary_model(component), settings.summary_timeout, remedy=BUILD_REMEDY_OF_HISTORY
+            summary_model_builder(component), settings.summary_timeout, remedy=BUILD_REMEDY_OF_HISTORY
         ),
         fallback_note=FALLBACK_NOTE,
         no_scope_note=NO_SCOPE_NOTE,

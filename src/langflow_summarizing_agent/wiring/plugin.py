@@ -1,14 +1,14 @@
 """Langflow wiring at startup: the `langflow.plugins` entry point.
 
 When Langflow creates its FastAPI app (once per worker process), it calls every `langflow.plugins` entry point with
-the app. Ours, `install_routes_and_listeners`, does the three things this package needs from a running Langflow:
+the app. Ours, `install_routes_and_listeners`, does the four things this package needs from a running Langflow:
 
 1. it adds the HTTP API of `api` (inspect and reset a session's summary), under `api.ROUTE_PREFIX`;
 2. it installs the SQLAlchemy listeners of `lifecycle`, which purge or move summaries in the transaction that
    deletes or renames messages;
-3. it installs the process's runtime with folds after the reply (`timing.AfterReply`), as a server's event loop
-   outlives the turn, the listener that signals a stored reply, and a shutdown hook in Langflow's lifespan that
-   cancels running folds before the database closes;
+3. it installs the process's runtime with folds after the reply (`after_reply.AfterReply`), as a server's event
+   loop outlives the turn, the listener that signals a stored final reply, and a shutdown hook in Langflow's
+   lifespan that cancels running folds before the database closes;
 4. it sets this package's log level to the server's (`--log-level`, which `langflow run` puts in
    `LANGFLOW_LOG_LEVEL`): the package logs through Python's `logging`, whose root logger in a Langflow server is set
    up by one of its libraries at INFO, so a turn's report would otherwise reach the console of a server started at
@@ -30,7 +30,7 @@ from typing import Protocol
 from fastapi import APIRouter
 
 from langflow_summarizing_agent import langflow_private
-from langflow_summarizing_agent.wiring import api, lifecycle, runtime, timing
+from langflow_summarizing_agent.wiring import after_reply, api, lifecycle, runtime
 
 __all__ = ["install_routes_and_listeners"]
 
@@ -46,9 +46,10 @@ def install_routes_and_listeners(app: RouteTarget) -> None:
     message listeners and the server's runtime, whose folds run after the reply (idempotent)."""
     app.include_router(api.router)
     lifecycle.install_listeners()
-    installed = runtime.install(runtime.Runtime(timing=timing.AfterReply(timing.max_running_from_environment())))
-    runtime.install_reply_listener()
-    if isinstance(installed.timing, timing.AfterReply):
+    folds = after_reply.AfterReply(after_reply.max_running_from_environment())
+    installed = runtime.install(runtime.Runtime(timing=folds))
+    after_reply.install_reply_listener(lambda: runtime.current().timing)
+    if isinstance(installed.timing, after_reply.AfterReply):
         _add_shutdown_hook(installed.timing.shutdown)
     _follow_the_servers_log_level()
 

@@ -1,56 +1,46 @@
 """The turn runner: the one way both components enter the engine.
 
 A component hands the runner a `Part`: what is its own (its name, its settings read with its fields' names and its
-window rule, its scope, its summary model, the store its fold after the reply reads and what that fold knows of the
-reply). The runner does the rest, the same for both:
+window rule, its scope, its summary model, the store its fold after the reply reads and the signal that fold waits
+for). The runner does the rest, the same for both:
 
 1. falls back to the component's stock history without a Langflow database or without the flow's ids;
 2. brings the summary table to head once per database (`Runtime.ready`), opens the scope's store;
-3. hands the turn to the runtime's fold timing (`wiring.timing`): inline, or leaving the fold for after the reply;
+3. hands the turn to the runtime's fold timing (`wiring.timing`): inline, or leaving the fold for after the reply
+   (`wiring.after_reply`);
    `/compact` is an entry point of its own (`run_compaction`);
 4. turns the plan into lfx Messages (`[summary message, *window]`) and keeps the turn's report (status, memory step)
    on the component, a function of what the engine returned.
 
 A failure of the summary model or of the database never blocks a turn: the component gets None and uses its stock
-history.
+history. An unexpected error falls back the same way, but is reported and logged as what it is.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from lfx.schema.message import Message
 from lfx.utils.constants import MESSAGE_SENDER_AI, MESSAGE_SENDER_NAME_USER, MESSAGE_SENDER_USER
 
 from langflow_summarizing_agent.engine import report
-from langflow_summarizing_agent.engine.fold import CatchUp, Prefix, Summarizer
+from langflow_summarizing_agent.engine.fold import CatchUp, Summarizer
 from langflow_summarizing_agent.engine.records import Scope, StoredMessage
 from langflow_summarizing_agent.engine.settings import FoldSettings
-from langflow_summarizing_agent.engine.store import SessionStore
-from langflow_summarizing_agent.engine.turn import Turn, fold_if_due
+from langflow_summarizing_agent.engine.turn import Turn
 from langflow_summarizing_agent.wiring import runtime as runtimes
+from langflow_summarizing_agent.wiring.after_reply import ReplySignal, TurnWork, fold_after_reply
 from langflow_summarizing_agent.wiring.runtime import Runtime
-from langflow_summarizing_agent.wiring.timing import FOLD_WAIT_SECONDS, FoldJob, FoldsElsewhere, TurnWork
 from langflow_summarizing_agent.wiring.usage import UsageObserver
 
 logger = logging.getLogger(__name__)
 
 TURN_ATTRIBUTE = "_summarizing_turn"
 """The component attribute that holds this turn's `KeptTurn`."""
-
-
-@dataclass(frozen=True)
-class AfterReply:
-    """What the fold after the reply knows of the reply: the reply as the newest message not stored yet, and the
-    prompt the agent just sent with that reply, with the summarizer to ask on it (`engine.fold.Prefix`)."""
-
-    upcoming: tuple[StoredMessage, ...] = ()
-    prefix: Prefix | None = None
 
 
 @dataclass(frozen=True)
@@ -69,8 +59,9 @@ class Part:
     before: str | None = None
     """The turn's read ends before this message (the Agent's current input, which it sends itself)."""
     through: str | None = None
-    """The fold after the reply reads through this message, and takes the reply from `after_reply`."""
-    after_reply: Callable[[], AfterReply] = AfterReply
+    """The fold after the reply reads through this message, and takes the reply from its signal."""
+    signal: ReplySignal = ReplySignal.STORED_REPLY
+    """What tells the fold after the reply that the final reply is there (`wiring.after_reply`)."""
     observer: UsageObserver | None = None
 
 
@@ -109,7 +100,7 @@ async def run_compaction(component: Any, part: Part, *, runtime: Runtime | None 
 
 
 async def _run(component: Any, part: Part, runtime: Runtime, *, compaction: bool) -> list[Message] | None:
-    from langflow_summarizing_agent.storage.store import DatabaseStore, database_available
+    from langflow_summarizing_agent.storage.store import DatabaseStore, database_available, failure_note
     from langflow_summarizing_agent.wiring.messages import as_chat_message
 
     if not database_available():
@@ -126,14 +117,13 @@ async def _run(component: Any, part: Part, runtime: Runtime, *, compaction: bool
         await runtime.ready()
         store = DatabaseStore(scope, locks=runtime.fold_locks, before=part.before)
         fold_store = DatabaseStore(scope, locks=runtime.fold_locks, through=part.through) if part.through else store
-        work = TurnWork(
-            store, part.summarizer, part.settings, runtime.save_failures, _fold_after_reply(part, fold_store, runtime)
-        )
+        fold = fold_after_reply(part.name, fold_store, part.summarizer, part.settings, runtime.save_failures)
+        work = TurnWork(store, part.summarizer, part.settings, runtime.save_failures, fold, part.signal, part.key)
         turn = await (runtime.timing.compact(work) if compaction else runtime.timing.turn(work))
     except Exception as exc:
-        logger.exception("%s: the summary store failed; using the last N messages", part.name)
-        note = f"{part.name}: summary store unavailable ({type(exc).__name__}); used the last N messages."
-        keep(component, KeptTurn(part.key, note))
+        failure = failure_note(exc)
+        logger.exception("%s: %s; using the last N messages", part.name, failure)
+        keep(component, KeptTurn(part.key, f"{part.name}: {failure}; used the last N messages."))
         return None
     seconds = time.perf_counter() - started
     history = await history_messages(turn, scope.session_id, as_chat_message)
@@ -150,43 +140,6 @@ async def _run(component: Any, part: Part, runtime: Runtime, *, compaction: bool
     )
     keep(component, kept)
     return history
-
-
-def _fold_after_reply(part: Part, store: SessionStore, runtime: Runtime) -> FoldJob:
-    """The fold this turn leaves for after its reply: it plans the next turn, with the reply when the component
-    knows it (`Part.after_reply`), and folds what is due before that turn needs it; when the session's fold runs in
-    another worker, it answers how to wait for it (`FoldsElsewhere`)."""
-
-    async def fold_after_reply() -> CatchUp | FoldsElsewhere | None:
-        started = time.monotonic()
-        reply = part.after_reply()
-        turn = await fold_if_due(
-            store,
-            part.summarizer,
-            part.settings,
-            failures=runtime.save_failures,
-            upcoming=reply.upcoming,
-            prefix=reply.prefix,
-        )
-        scope = store.scope
-        if turn.busy and scope.flow_id is not None:
-            from langflow_summarizing_agent.storage.store import session_folds_ended
-
-            return FoldsElsewhere(
-                functools.partial(
-                    session_folds_ended,
-                    flow_id=scope.flow_id,
-                    session_id=scope.session_id,
-                    timeout_seconds=FOLD_WAIT_SECONDS,
-                )
-            )
-        if turn.fold is None:
-            for problem in report.problems(turn):
-                logger.warning("%s: fold after the reply: %s", part.name, problem)
-            return None
-        return replace(turn.fold, seconds=time.monotonic() - started)
-
-    return fold_after_reply
 
 
 async def history_messages(

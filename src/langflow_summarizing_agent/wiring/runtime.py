@@ -13,7 +13,6 @@ import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from langflow_summarizing_agent.engine.fold import SaveFailures
 from langflow_summarizing_agent.engine.store import HeldScopes
@@ -85,33 +84,3 @@ def using(runtime: Runtime) -> Iterator[Runtime]:
         yield runtime
     finally:
         _installed = before
-
-
-REPLIES_KEY = "summarizing_agent_replies"
-"""Where a database session keeps the sessions that got a reply, from its flush to its commit."""
-
-
-def install_reply_listener() -> None:
-    """Signal the current runtime's timing when Langflow stores a message of another sender than the user: the
-    session's reply. Installed once, on SQLAlchemy's `Session` (Langflow's async sessions run on it)."""
-    from sqlalchemy import event
-    from sqlalchemy.orm import Session
-
-    if event.contains(Session, "after_flush", _collect_replies):
-        return
-    event.listen(Session, "after_flush", _collect_replies)
-    event.listen(Session, "after_commit", _signal_replies)
-
-
-def _collect_replies(session: Any, _flush: Any) -> None:
-    from langflow.services.database.models.message.model import MessageTable
-
-    for row in session.new:
-        if isinstance(row, MessageTable) and row.sender != "User" and row.session_id:
-            session.info.setdefault(REPLIES_KEY, set()).add((str(row.flow_id), str(row.session_id)))
-
-
-def _signal_replies(session: Any) -> None:
-    timing = current().timing
-    for flow_id, session_id in session.info.pop(REPLIES_KEY, ()):
-        timing.replied(flow_id, session_id)

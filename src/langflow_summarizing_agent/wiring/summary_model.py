@@ -10,6 +10,7 @@ turn; so is an answer the provider says it cut off at its length limit (`CUT_OFF
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,28 +40,47 @@ def summary_model_picker(**fields: Any) -> ModelInput:
 
 
 def build_summary_model(component: Component) -> BaseLanguageModel:
-    """The Summary Model input if connected or picked, else the Agent's own model, built without streaming.
+    """The Summary Model input if connected or picked, else the Agent's own model, built without streaming."""
+    return summary_model_builder(component)()
 
-    Built as `AgentComponent.get_agent_requirements()` builds the Agent's model (its model selection, then
-    `_get_llm`'s `get_llm` call: provider policy, API key from the flow or the user's global variable, Max Tokens,
-    watsonx settings, remediation overrides); only `stream` differs, as fold tokens must not stream.
+
+def summary_model_builder(component: Component) -> Callable[[], BaseLanguageModel]:
+    """What builds the summary model, with the component's inputs read now: a fold after the reply builds it once the
+    build has ended, from these values, never from the component. Reading them never raises: a failure is raised when
+    the model is built, a failed fold.
+
+    The Summary Model input if connected or picked, else the Agent's own model, built as
+    `AgentComponent.get_agent_requirements()` builds the Agent's model (its model selection, then `_get_llm`'s
+    `get_llm` call: provider policy, API key from the flow or the user's global variable, Max Tokens, watsonx
+    settings, remediation overrides); only `stream` differs, as fold tokens must not stream.
     """
+    try:
+        return _builder(component)
+    except Exception as exc:  # noqa: BLE001 - raised when the fold builds the model: a failed fold, not a failed turn
+        failure = exc
+
+        def fail() -> BaseLanguageModel:
+            raise failure
+
+        return fail
+
+
+def _builder(component: Component) -> Callable[[], BaseLanguageModel]:
+    from lfx.base.models.unified_models import get_llm
     from lfx.components.models_and_agents.agent import AgentComponent
 
-    agent = isinstance(component, AgentComponent)
     # The Agent's Summary Model has a key of its own; the Message History's only model uses the history's API Key.
-    key = getattr(component, "summary_model_api_key" if agent else "api_key", None)
+    key = getattr(component, "summary_model_api_key" if isinstance(component, AgentComponent) else "api_key", None)
     connected = getattr(component, "summary_model", None)
     if isinstance(connected, list) and connected:
         return _picked_model(component, connected, key)
     if connected and not isinstance(connected, list | str):
-        return connected
+        return lambda: connected
     # A component without a model of its own (the Message History) folds with the one picked on it, or none.
     if not isinstance(component, AgentComponent):
         return _picked_model(component, [], key)
-    from lfx.base.models.unified_models import get_llm
-
-    return get_llm(
+    return functools.partial(
+        get_llm,
         model=langflow_private.resolve_selected_model(component),
         user_id=component.user_id,
         api_key=getattr(component, "api_key", None),
@@ -72,15 +92,20 @@ def build_summary_model(component: Component) -> BaseLanguageModel:
     )
 
 
-def _picked_model(component: Component, picked: list[Any], api_key: object) -> BaseLanguageModel:
+def _picked_model(component: Component, picked: list[Any], api_key: object) -> Callable[[], BaseLanguageModel]:
     """A Summary Model picked on the node (a ModelInput, as the Language Model component picks its model), built as
     that component builds it, without streaming, with `api_key` (blank: the key configured for its provider)."""
     if not picked:
-        msg = "no Summary Model is picked; pick one on the node"
-        raise ValueError(msg)
+
+        def none_picked() -> BaseLanguageModel:
+            msg = "no Summary Model is picked; pick one on the node"
+            raise ValueError(msg)
+
+        return none_picked
     from lfx.base.models.unified_models import get_llm
 
-    return get_llm(
+    return functools.partial(
+        get_llm,
         model=picked,
         user_id=component.user_id,
         api_key=api_key,

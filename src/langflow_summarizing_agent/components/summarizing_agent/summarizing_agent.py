@@ -207,7 +207,10 @@ class SummarizingAgentComponent(AgentComponent):
     async def message_response(self) -> Message:
         if agent_turn.is_compact_request(self):
             return await agent_turn.compact_reply(self, super().get_memory_data)
-        return await super().message_response()
+        reply = await super().message_response()
+        # The final reply: the fold after it may start (`wiring.after_reply`).
+        agent_turn.reply_built(self, reply)
+        return reply
 
     def _get_shared_callbacks(self) -> list[BaseCallbackHandler]:
         # The turn watches the agent's model calls: the tokens the provider reports, and the prompt a fold reuses.
