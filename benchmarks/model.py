@@ -54,6 +54,7 @@ class ModelCall:
     folded: tuple[int, ...] = ()  # summary call: numbers of the stored messages in its `<conversation>` block
     failed: bool = False
     on_prefix: bool = False  # summary call: a fold on the agent's prefix (its last message is the fold instruction)
+    prefix_read: bool = False  # summary call on the wire: starts with the previous agent call's messages, read cached
 
 
 def holds_first_facts(messages: list[BaseMessage]) -> bool:
@@ -66,6 +67,35 @@ def history_part(messages: list[BaseMessage]) -> list[BaseMessage]:
     start = 1 if messages and isinstance(messages[0], SystemMessage) else 0
     last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=start)
     return messages[start:last_human]
+
+
+def agent_parts(messages: list[BaseMessage], numbers: dict[str, int]) -> dict[str, Any]:
+    """What an agent call's history holds (`ModelCall.history_tokens`, `verbatim`, `cut`), stored messages known by
+    their texts (`numbers`)."""
+    history = history_part(messages)
+    texts = [str(m.content) for m in history]
+    cut = [(n, len(t)) for t in texts if t.endswith(CUT_MARKER) for n in starting(t[: -len(CUT_MARKER)], numbers)]
+    verbatim = tuple(numbers[t] for t in texts if t in numbers)
+    return {"history_tokens": COUNTER.prompt(history), "verbatim": verbatim, "cut": tuple(cut)}
+
+
+def fold_parts(messages: list[BaseMessage], numbers: dict[str, int]) -> dict[str, Any]:
+    """What a fold call folds (`ModelCall.folded`) and whether it asks on the agent's prefix (`on_prefix`)."""
+    found = []
+    for message in parse_fold_prompt(messages).conversation:
+        text = message["text"]
+        if text in numbers:
+            found.append(numbers[text])
+        elif text.endswith(" …") and len(text) - 2 >= MAX_MESSAGE_CHARS:
+            found += starting(text[:-2], numbers)
+        elif text.endswith(CUT_MARKER):  # on the agent's prefix, as the agent saw it
+            found += starting(text[: -len(CUT_MARKER)], numbers)
+    return {"folded": tuple(found), "on_prefix": is_prefix_fold(messages)}
+
+
+def starting(head: str, numbers: dict[str, int]) -> list[int]:
+    """The number of the stored message a cut text `head` begins, as a list of none or one."""
+    return [n for full, n in numbers.items() if full.startswith(head)][:1]
 
 
 class BenchmarkChatModel(BaseChatModel):
@@ -103,8 +133,8 @@ class BenchmarkChatModel(BaseChatModel):
         record |= {"written_tokens": written, "first_facts": holds_first_facts(messages)}
         if is_fold_prompt(messages):
             fold = parse_fold_prompt(messages)
-            record |= {"folded": tuple(self._folded_numbers(fold.conversation)), "failed": self.fail_summaries}
-            self.calls.append(ModelCall(**record, kind="summary", on_prefix=is_prefix_fold(messages)))
+            record |= {**fold_parts(messages, self.message_numbers), "failed": self.fail_summaries}
+            self.calls.append(ModelCall(**record, kind="summary"))
             if self.fail_summaries:
                 msg = "summary provider unavailable"
                 raise RuntimeError(msg)
@@ -112,14 +142,7 @@ class BenchmarkChatModel(BaseChatModel):
         elif len(messages) == 1 and isinstance(messages[0], HumanMessage):
             answer = self._prompt(plan, str(messages[0].content), record, usage)
         else:
-            history = history_part(messages)
-            texts = [str(m.content) for m in history]
-            verbatim = tuple(self.message_numbers[t] for t in texts if t in self.message_numbers)
-            cut = tuple(
-                (n, len(t)) for t in texts if t.endswith(CUT_MARKER) for n in self._starting(t[: -len(CUT_MARKER)])
-            )
-            tokens = COUNTER.prompt(history)
-            self.calls.append(ModelCall(**record, kind="agent", history_tokens=tokens, verbatim=verbatim, cut=cut))
+            self.calls.append(ModelCall(**record, kind="agent", **agent_parts(messages, self.message_numbers)))
             answer = self._agent_answer(plan, messages, usage)
         return ChatResult(generations=[ChatGeneration(message=answer)])
 
@@ -148,22 +171,6 @@ class BenchmarkChatModel(BaseChatModel):
         verbatim = tuple(self.message_numbers[t] for t in held)
         self.calls.append(ModelCall(**record, kind="agent", history_tokens=COUNTER.text(history), verbatim=verbatim))
         return AIMessage(content=plan.reply, usage_metadata=usage)
-
-    def _folded_numbers(self, conversation: list[dict[str, str]]) -> list[int]:
-        numbers = []
-        for message in conversation:
-            text = message["text"]
-            if text in self.message_numbers:
-                numbers.append(self.message_numbers[text])
-            elif text.endswith(" …") and len(text) - 2 >= MAX_MESSAGE_CHARS:
-                numbers += self._starting(text[:-2])
-            elif text.endswith(CUT_MARKER):  # on the agent's prefix, as the agent saw it
-                numbers += self._starting(text[: -len(CUT_MARKER)])
-        return numbers
-
-    def _starting(self, head: str) -> list[int]:
-        """The number of the stored message a cut text `head` begins, as a list of none or one."""
-        return [n for full, n in self.message_numbers.items() if full.startswith(head)][:1]
 
 
 class BenchmarkAnthropicModel(BenchmarkChatModel, ChatAnthropic):

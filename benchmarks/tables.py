@@ -22,7 +22,7 @@ PAGE, RESULTS = ROOT / "docs" / "benchmarks.md", ROOT / "benchmarks" / "results"
 PAGES = (PAGE, ROOT / "README.md")
 BLOCK = re.compile(r"(<!-- tables:(?P<name>[\w-]+) -->\n).*?(?=<!-- /tables:(?P=name) -->)", re.DOTALL)
 NONE = "\u2013"
-OPS = {"<=": operator.le, "==": operator.eq}
+OPS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq}
 LABELS = {
     "total_vs_100": "total input tokens vs Agent n=100",
     "mean_last_20_vs_100": "mean agent call, last 20 exchanges, vs Agent n=100",
@@ -42,6 +42,8 @@ LABELS = {
     "round_trip_counts_over_sizes": "different round-trip counts over session sizes",
     "steady_turns_waited": "turns that waited for a summary call, from exchange 10",
     "p95_vs_stock": "p95 turn time less the memory path's fixed cost, vs Agent",
+    "prefix_fold_share": "folds that read the agent's prefix cached",
+    "cut_off_summaries_saved": "summaries saved that no whole fold answer holds",
 }
 
 
@@ -75,7 +77,8 @@ def num(value: float | None, spec: str = "g") -> str:
     return NONE if value is None else format(value, spec)
 
 
-def runs_table(report: dict[str, Any]) -> list[str]:
+def runs_table(report: dict[str, Any], bill: bool = True) -> list[str]:
+    """A row a run; `bill`: with its cached share and bill against the stock Agent's."""
     rows = [
         [
             m["label"],
@@ -86,23 +89,26 @@ def runs_table(report: dict[str, Any]) -> list[str]:
             f"{num(m['verbatim_min'])} / {num(m['verbatim_median'])}",
             f"{m['window_messages_missed']}, {m['previous_exchange_missed']}, {m['never_reached_again']}",
             "yes" if m["first_facts_in_last_exchange"] else "no",
-            f"{m['cached_share']:.1%}: {m['billed_10_vs_100']:.1%} / {m['billed_10_vs_10']:.1%}",
+            *([f"{m['cached_share']:.1%}: {m['billed_10_vs_100']:.1%} / {m['billed_10_vs_10']:.1%}"] if bill else []),
             str(m["failed_turns"]),
         ]
         for m in report["runs"].values()
     ]
     header = ["run", "input tokens", "vs n=100: total / last 20", "folds/exchange (on prefix, failed)"]
-    header += ["most history tokens", "sent whole min / median", "missed: window, previous, lost"]
-    return table([*header, "first facts", "cached: billed vs n=100 / 10", "failed turns"], rows)
+    header += ["most history tokens", "sent whole min / median", "missed: window, previous, lost", "first facts"]
+    return table([*header, *(["cached: billed vs n=100 / 10"] if bill else []), "failed turns"], rows)
 
 
-def targets_table(*reports: dict[str, Any]) -> list[str]:
-    """One row a target: its value where it applies (each differing backend's, in the reports' order)."""
+def targets_table(
+    *reports: dict[str, Any], keep: Callable[[dict[str, Any]], bool] = bool, ours: str = "default"
+) -> list[str]:
+    """One row a target of those to `keep`: its value where it applies (each differing backend's, in the reports'
+    order); `ours` names the Summarizing Agent's main run."""
     rows: dict[tuple[str, str], list[Any]] = {}
     for report in filter(None, reports):
-        for t in report["targets"]:
+        for t in filter(keep, report["targets"]):
             row = rows.setdefault((t["metric"], t["limit"]), [LABELS[t["metric"]], {}, t["limit"], {}, True])
-            where = t["where"].replace("summarizing_10_", "").replace("summarizing_10", "default")
+            where = t["where"].replace("summarizing_10_", "").replace("summarizing_10", ours)
             row[1][where.replace("_", " ")] = None
             shown = f"{t['measured']:.3g}" if isinstance(t["measured"], float) else str(t["measured"])
             row[3].setdefault(t["where"], {})[shown] = None
@@ -130,9 +136,20 @@ def backends(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return load(f"{name}_sqlite"), load(f"{name}_postgres", False)
 
 
+def replay_bills() -> bool:
+    """Whether the replays' bills are shown: only when a replay came within its limit of a served run on every bill
+    and fidelity number (`served_session.json`); otherwise the page shows only the served runs' bills."""
+    return bool(load("served_session", False).get("replay", {}).get("within"))
+
+
 def runs_block(name: str) -> list[str]:
+    """The replayed runs; without their bills, the runs the road plays are left to the road's table."""
     sqlite, postgres = backends(name)
-    return [caption(sqlite, postgres) + agreement(sqlite, postgres), "", *runs_table(sqlite)]
+    shown = sqlite
+    if not replay_bills():
+        road = load("served_session", False).get("runs", {})
+        shown = {"runs": {key: m for key, m in sqlite["runs"].items() if key not in road}}
+    return [caption(sqlite, postgres) + agreement(sqlite, postgres), "", *runs_table(shown, replay_bills())]
 
 
 def memory_path() -> list[str]:
@@ -151,7 +168,55 @@ def memory_path() -> list[str]:
 
 def support_targets() -> list[str]:
     reports = backends("support_session")
-    return [caption(*reports), "", *targets_table(*reports)]
+
+    def keep(target: dict[str, Any]) -> bool:
+        return replay_bills() or not target["metric"].startswith("billed_")
+
+    return [caption(*reports), "", *targets_table(*reports, keep=keep)]
+
+
+def served_session(report: dict[str, Any] | None = None) -> list[str]:
+    """The served runs and the targets; the runs with folds cut off, and the stock Agent's on Anthropic (which pays its
+    whole input), only in the targets."""
+    report = report or load("served_session")
+    runs = {
+        key: m
+        for key, m in report["runs"].items()
+        if not m.get("cut_off_every") and not (key.startswith("stock_") and m["provider"] == "anthropic")
+    }
+    shown = f"{caption(report)[:-1]}: {report['exchanges']} exchanges."
+    return [shown, "", *runs_table({"runs": runs}), "", *targets_table(report, ours="openai"), "", *replayed(report)]
+
+
+def replayed(report: dict[str, Any]) -> list[str]:
+    """How far the replay is from the server: its numbers within the limit, and the farthest apart."""
+    replay = report.get("replay")
+    if not replay:
+        return ["No replay was compared in this run."]
+    numbers = replay["numbers"]
+    far = max(numbers, key=lambda n: float("inf") if n["apart"] is None else n["apart"])
+    apart = NONE if far["apart"] is None else f"{far['apart']:.1%}"
+    label = replay["runs"][far["run"]]["label"]
+    within = f"{sum(n['within'] for n in numbers)} of {len(numbers)} numbers within {replay['limit']:.0%} of the road"
+    shown = "every bill is shown" if replay["within"] else "no replayed bill is shown"
+    farthest = f"{label}'s `{far['number']}`, {_value(far['served'])} / {_value(far['replayed'])} ({apart})"
+    return [f"Replayed (`--replay`, own settings): {within}, so {shown}; farthest, road / replay: {farthest}."]
+
+
+def _value(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def headline(report: dict[str, Any] | None = None) -> list[str]:
+    """The README's headline: the Summarizing Agent's bill on each provider's cache rule, through `langflow run`."""
+    report = report or load("served_session")
+    rules = {"summarizing_10": "OpenAI (reads 10%)", "summarizing_10_anthropic": "Anthropic (writes 125%, reads 10%)"}
+    rows = [
+        [rule, f"{m['billed_10_vs_100']:.1%}", f"{m['billed_10_vs_10']:.1%}"]
+        for key, rule in rules.items()
+        if (m := report["runs"].get(key))
+    ]
+    return [caption(report), "", *table(["cache rule", "billed vs Agent n=100", "billed vs Agent n=10"], rows)]
 
 
 def latency() -> list[str]:
@@ -224,6 +289,8 @@ BLOCKS: dict[str, Callable[[], list[str]]] = {
     "history_session": functools.partial(runs_block, "history_session"),
     "latency": latency,
     "load": load_results,
+    "served_session": served_session,
+    "headline": headline,
 }
 
 

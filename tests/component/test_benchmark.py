@@ -254,3 +254,40 @@ def test_load_benchmark_runs_both_agents_on_a_real_server_and_audits_every_sessi
         assert f"{'PASS' if t['holds'] else 'FAIL'}  {t['topology']} N={t['users']} {t['name']}" in result.stdout
     assert (report["faults"], report["fault_targets"]) == ({}, [])
     assert report["command"].startswith("python -m benchmarks.load --server")
+
+
+SERVED_RUNS = ("summarizing_10", "stock_10", "summarizing_10_anthropic_cut_off")
+
+
+@pytest.mark.server
+def test_served_benchmark_plays_the_ready_flow_on_a_real_server_and_bills_the_requests_as_sent(
+    langflow_server, loopback_providers
+) -> None:
+    from benchmarks.script import support_session
+    from benchmarks.served_session import RUNS, served_runs
+
+    session = support_session(EXCHANGES)
+    runs = [run for run in RUNS if run.key in SERVED_RUNS]
+    report = served_runs(langflow_server, loopback_providers, session, fold_batch=2, runs=runs)
+
+    measured = report["runs"]
+    assert list(measured) == list(SERVED_RUNS)
+    for key, metrics in measured.items():
+        assert (metrics["failed_turns"], metrics["errors"]) == (0, []), key
+        # Exchange 3 is a tool turn: the calculator call, then the answer.
+        assert metrics["agent_calls"] == EXCHANGES + 2, key
+        calls = metrics["calls"]
+        real, read, written = (
+            sum(call[part] for call in calls) for part in ("input_tokens", "cached_tokens", "written_tokens")
+        )
+        assert metrics["total_input_tokens"] == real > 0
+        assert abs(metrics["billed_10"] - (real - 0.9 * read + 0.25 * written)) <= 1
+    ours, stock, cut_off = (measured[key] for key in SERVED_RUNS)
+    assert ours["summary_calls"] >= 1 and ours["folds_on_prefix"] == ours["summary_calls"], "folds read the prefix"
+    assert ours["cut_off_summaries_saved"] == 0 and ours["first_facts_in_last_exchange"]
+    assert (stock["summary_calls"], stock["billed_10_vs_10"]) == (0, 1.0)
+    assert ours["billed_10_vs_10"] == round(ours["billed_10"] / stock["billed_10"], 4)
+    # The first fold is answered cut off at the length limit: a failed fold, and no summary saved from it.
+    assert cut_off["cut_off_answers"] >= 1 and cut_off["failed_summary_calls"] == cut_off["cut_off_answers"]
+    assert cut_off["cut_off_summaries_saved"] == 0
+    assert report["server_package"].endswith("langflow_summarizing_agent/__init__.py")
