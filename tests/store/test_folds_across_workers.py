@@ -8,12 +8,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from langflow_summarizing_agent.engine.fold import CatchUp
+from langflow_summarizing_agent.engine.fold import CatchUp, SaveFailures
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import HeldScopes
-from langflow_summarizing_agent.wiring.after_reply import FoldsElsewhere
-from langflow_summarizing_agent.wiring.runner import Part, _fold_after_reply
-from langflow_summarizing_agent.wiring.runtime import Runtime
+from langflow_summarizing_agent.wiring.after_reply import FoldsElsewhere, Reply, fold_after_reply
 from tests.support.fakes import RecordingSummarizer
 from tests.support.langflow_db import LangflowDatabase, MemoryScope
 
@@ -27,13 +25,13 @@ async def test_the_fold_after_the_reply_follows_the_sessions_fold_running_in_ano
     await insert_messages(memory_scope, [(T0 + timedelta(seconds=n), f"message {n}") for n in range(12)])
     summarizer = RecordingSummarizer()
     settings = FoldSettings(n_messages=4, fold_batch=4, history_token_budget=0)
-    part = Part("Summarizing Agent", ("turn",), memory_scope.scope(), settings, summarizer, "", "")
-    fold_after_reply = _fold_after_reply(part, memory_scope.store(locks=HeldScopes()), Runtime())
+    store = memory_scope.store(locks=HeldScopes())
+    fold = fold_after_reply("Summarizing Agent", store, summarizer, settings, SaveFailures())
     another_worker = memory_scope.store(locks=HeldScopes())
 
     async with another_worker.fold_lock() as held:
         assert held
-        waiting = await fold_after_reply()
+        waiting = await fold(Reply())
         assert isinstance(waiting, FoldsElsewhere), waiting
         ended = asyncio.create_task(waiting.ended())
         await asyncio.sleep(0.5)
@@ -41,5 +39,5 @@ async def test_the_fold_after_the_reply_follows_the_sessions_fold_running_in_ano
     assert await asyncio.wait_for(ended, timeout=30)
     assert summarizer.calls == 0, "no summary call beside the other worker's fold"
 
-    folded = await fold_after_reply()
+    folded = await fold(Reply())
     assert isinstance(folded, CatchUp) and folded.folded >= 4 and summarizer.calls == 1
