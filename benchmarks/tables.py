@@ -43,7 +43,7 @@ LABELS = {
     "steady_turns_waited": "turns that waited for a summary call, from exchange 10",
     "p95_vs_stock": "p95 turn time less the memory path's fixed cost, vs Agent",
     "prefix_fold_share": "folds that read the agent's prefix cached",
-    "cut_off_summaries_saved": "summaries saved that no whole fold answer holds",
+    "cut_off_summaries_saved": "summaries saved from no whole fold answer",
 }
 
 
@@ -78,18 +78,22 @@ def num(value: float | None, spec: str = "g") -> str:
 
 
 def runs_table(report: dict[str, Any], bill: bool = True) -> list[str]:
-    """A row a run; `bill`: with its cached share and bill against the stock Agent's."""
+    """A row a run; `bill`: with its cached share and bill against the stock Agent's (a ratio missing: no such run)."""
+
+    def share(m: dict[str, Any], *keys: str) -> str:
+        return " / ".join(num(m.get(key), ".1%") for key in keys)
+
     rows = [
         [
             m["label"],
             f"{m['total_input_tokens']:,}",
-            f"{m['total_vs_100']:.1%} / {m['mean_last_20_vs_100']:.1%}",
+            share(m, "total_vs_100", "mean_last_20_vs_100"),
             f"{m['summary_calls_per_exchange']:.3f} ({m['folds_on_prefix']}, {m['failed_summary_calls']})",
             f"{m['max_history_tokens']:,}",
             f"{num(m['verbatim_min'])} / {num(m['verbatim_median'])}",
             f"{m['window_messages_missed']}, {m['previous_exchange_missed']}, {m['never_reached_again']}",
             "yes" if m["first_facts_in_last_exchange"] else "no",
-            *([f"{m['cached_share']:.1%}: {m['billed_10_vs_100']:.1%} / {m['billed_10_vs_10']:.1%}"] if bill else []),
+            *([f"{m['cached_share']:.1%}: {share(m, 'billed_10_vs_100', 'billed_10_vs_10')}"] if bill else []),
             str(m["failed_turns"]),
         ]
         for m in report["runs"].values()
@@ -142,11 +146,11 @@ def replay_bills() -> bool:
     return bool(load("served_session", False).get("replay", {}).get("within"))
 
 
-def runs_block(name: str) -> list[str]:
-    """The replayed runs; without their bills, the runs the road plays are left to the road's table."""
+def runs_block(name: str, beside_road: bool = False) -> list[str]:
+    """The replayed runs; without their bills, those the road plays (`beside_road`) are left to the road's table."""
     sqlite, postgres = backends(name)
     shown = sqlite
-    if not replay_bills():
+    if beside_road and not replay_bills():
         road = load("served_session", False).get("runs", {})
         shown = {"runs": {key: m for key, m in sqlite["runs"].items() if key not in road}}
     return [caption(sqlite, postgres) + agreement(sqlite, postgres), "", *runs_table(shown, replay_bills())]
@@ -197,10 +201,10 @@ def replayed(report: dict[str, Any]) -> list[str]:
     far = max(numbers, key=lambda n: float("inf") if n["apart"] is None else n["apart"])
     apart = NONE if far["apart"] is None else f"{far['apart']:.1%}"
     label = replay["runs"][far["run"]]["label"]
-    within = f"{sum(n['within'] for n in numbers)} of {len(numbers)} numbers within {replay['limit']:.0%} of the road"
-    shown = "every bill is shown" if replay["within"] else "no replayed bill is shown"
+    within = f"{sum(n['within'] for n in numbers)} of {len(numbers)} numbers within {replay['limit']:.0%}"
+    shown = "its bills shown" if replay["within"] else "no replayed bill"
     farthest = f"{label}'s `{far['number']}`, {_value(far['served'])} / {_value(far['replayed'])} ({apart})"
-    return [f"Replayed (`--replay`, own settings): {within}, so {shown}; farthest, road / replay: {farthest}."]
+    return [f"Replay (`--replay`, own settings): {within}, so {shown}; farthest, road / replay: {farthest}."]
 
 
 def _value(value: Any) -> str:
@@ -283,7 +287,7 @@ def suite() -> list[str]:
 
 BLOCKS: dict[str, Callable[[], list[str]]] = {
     "suite": suite,
-    "support_session": functools.partial(runs_block, "support_session"),
+    "support_session": functools.partial(runs_block, "support_session", beside_road=True),
     "memory_path": memory_path,
     "support_targets": support_targets,
     "history_session": functools.partial(runs_block, "history_session"),
