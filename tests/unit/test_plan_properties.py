@@ -10,7 +10,8 @@ mid-session and another run saving between a turn's read and its write. After ev
   within its reserve);
 - the history tokens are within the budget and reported honestly;
 - every message older than what is sent is folded or counted, exactly, in the summary message's note, and counted
-  only while folds fail or wait;
+  only while folds fail or wait, and only when it does not fit beside what is sent (a Summary Model that cannot be
+  built fails every fold);
 - folds run from the cursor forwards, take no message twice, no window message their plan shows and no `/compact`
   exchange, run only when due and make at most Max Folds per Turn summarizer calls; with a provider that caches
   prompts, an early budget fold frees enough of the budget or brings a message left out to the model.
@@ -37,7 +38,7 @@ from langchain_core.messages import BaseMessage
 from langflow_summarizing_agent.engine import fold as engine_fold
 from langflow_summarizing_agent.engine import turn as engine_turn
 from langflow_summarizing_agent.engine.fold import SaveFailures
-from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND, COMPACT_REPLY_PREFIX, Plan, TurnRead
+from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND, COMPACT_REPLY_PREFIX, Plan, TurnRead, budget_tokens
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX, render_summary_message
 from langflow_summarizing_agent.engine.records import Role, StoredMessage, Summary
 from langflow_summarizing_agent.engine.report import problems
@@ -195,6 +196,11 @@ class VerbatimPolicy(RuleBasedStateMachine):
     def summarizer_fails(self, answers: list[str | BaseException]) -> None:
         self.summarizer.answers.extend(answers)
 
+    @rule()
+    def summary_model_cannot_be_built(self) -> None:
+        """Every fold fails from now on."""
+        self.summarizer.answers.extend([RuntimeError("the Summary Model could not be built")] * 200)
+
     @rule(answer=long_answers())
     def summarizer_writes_a_long_summary(self, answer: str) -> None:
         self.summarizer.answers.append(answer)
@@ -301,6 +307,19 @@ class VerbatimPolicy(RuleBasedStateMachine):
             assert failed or catching_up or self.summarizer.raced, (
                 f"{len(hidden)} messages are neither sent nor folded though no fold failed or waits: {hidden[:5]}"
             )
+            budget = self.settings.history_token_budget
+            stored = {m.id: m for m in self.store.messages_stored}
+            as_stored = {m.id for m in turn.plan.send if m.text == stored[m.id].text}
+            # A message larger than the whole budget always goes cut: its cut is the window's as the policy sends it.
+            window_whole = turn.plan.window_sent == turn.plan.window and all(
+                m.id in as_stored or message_tokens(m) > budget for m in self.window()
+            )
+            if budget and window_whole and not self.summarizer.raced:
+                # The newest message left out does not fit beside what is sent (give or take the note's count).
+                grown = turn.plan.history_tokens + budget_tokens(stored[hidden[-1]], self.settings)
+                assert grown + text_tokens(note(len(hidden))) > budget, (
+                    f"{len(hidden)} messages left out though the newest of them fits ({grown} of {budget} tokens)"
+                )
         else:
             assert not turn.plan.summary_text or "not summarized yet" not in turn.plan.summary_text
         if turn.plan.summary_text is None:

@@ -39,8 +39,9 @@ def is_compaction_exchange(message: StoredMessage) -> bool:
 @dataclass(frozen=True)
 class TurnRead:
     """What a plan is made from: the summary and the newest messages before the current input, ascending, folded
-    or not. When those do not reach back to the cursor, `older` holds the unfolded messages read from the cursor
-    forwards and `unread` counts the unfolded messages between `older` and `messages`, which were not read.
+    or not, back to the cursor or until they fill the budget (`read.read_turn`). When those do not reach back to the
+    cursor, `older` holds the unfolded messages read from the cursor forwards and `unread` counts the unfolded
+    messages between `older` and `messages`, which were not read.
     `upcoming` are newer messages not stored yet that the plan counts as the newest (the reply the fold after the
     reply plans the next turn with); they are never folded."""
 
@@ -90,9 +91,10 @@ def plan_turn(read: TurnRead, settings: FoldSettings, *, now: datetime) -> Plan:
        does not fit is cut, with a marker, only when it is part of the newest exchange or is alone larger than the
        budget, and always at the same point (`FoldSettings.cut_tokens`), so consecutive calls share their prefix. A
        message alone larger than the budget never goes whole, so it weighs what its cut weighs.
-    2. Unfolded messages older than the window that the turn read (`messages`: at most twice Fold Batch) go word for
-       word too while the whole window and they fit: a message leaves the model's view only by being folded, or,
-       while folds fail or wait, counted as not summarized yet.
+    2. Unfolded messages older than the window that the turn read (`messages`: back to the cursor, or until they
+       fill the budget; without a budget, at most twice Fold Batch) go word for word too while the whole window and
+       they fit: a message leaves the model's view only by being folded, or, while folds fail or wait, counted as
+       not summarized yet.
     3. A fold takes only unfolded messages older than the oldest message of the window that is sent, from the
        cursor forwards, at most `catch_up_messages` of them. It is due when those older than the window reach Fold
        Batch, or when the summary and the unfolded history pass `budget_trigger_share` of the budget (with a
@@ -173,6 +175,14 @@ def _always_cut(
     if budget <= 0:
         return {}
     return {m.id: _cut(m, settings) for m in messages if tokens[m.id] > budget}
+
+
+def budget_tokens(message: StoredMessage, settings: FoldSettings) -> int:
+    """Tokens `message` takes in the History Token Budget as it goes: its own, or its cut's when it is larger than the
+    whole budget (`_always_cut`)."""
+    tokens = {message.id: settings.counter.message(message)}
+    cut = _always_cut([message], tokens, settings).get(message.id)
+    return tokens[message.id] if cut is None else settings.counter.message(cut)
 
 
 def _send(history: _History, settings: FoldSettings) -> list[StoredMessage]:
