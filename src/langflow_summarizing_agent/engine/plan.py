@@ -99,7 +99,8 @@ def plan_turn(read: TurnRead, settings: FoldSettings, *, now: datetime) -> Plan:
        cursor forwards, at most `catch_up_messages` of them. It is due when those older than the window reach Fold
        Batch, or when the summary and the unfolded history pass `budget_trigger_share` of the budget (with a
        provider that caches prompts, the budget less the newest exchange if that is more, and only once the fold
-       brings them to `BUDGET_TARGET_SHARE` or an unfolded message is left out); it waits while the back-off of
+       brings them to `BUDGET_TARGET_SHARE` or an unfolded message is left out; while a message alone larger than
+       the budget sits in the window, only once an unfolded message is left out); it waits while the back-off of
        earlier failures runs (`postponed`).
     """
     history = _history(read, settings)
@@ -229,18 +230,30 @@ def _foldable(history: _History, send: Sequence[StoredMessage], settings: FoldSe
 def _fold_reason(
     history: _History, send: Sequence[StoredMessage], foldable: Sequence[StoredMessage], settings: FoldSettings
 ) -> str | None:
-    """Why a fold is due: the summary and the unfolded history pass `_budget_trigger()` and, with a provider that
-    caches prompts, the fold brings them to `BUDGET_TARGET_SHARE` or below or an unfolded message is left out; or the
-    unfolded messages older than the window reach Fold Batch."""
+    """Why a fold is due: the budget, or the unfolded messages older than the window reaching Fold Batch.
+
+    The budget folds when the summary and the unfolded history pass `_budget_trigger()` and, with a provider that
+    caches prompts, the fold brings them to `BUDGET_TARGET_SHARE` or below or an unfolded message is left out. While
+    a message that always goes cut sits in the window (`_holds_a_cut`), it folds only when a message is left out."""
     budget = settings.history_token_budget
-    unfolded = _unfolded_tokens(history, settings) if budget > 0 else 0
-    if unfolded > _budget_trigger(history, settings):
+    if budget > 0 and _holds_a_cut(history):
+        if _leaves_out(history, send):
+            return "history token budget"
+    elif budget > 0 and (unfolded := _unfolded_tokens(history, settings)) > _budget_trigger(history, settings):
         left = unfolded - sum(history.tokens[m.id] for m in foldable)
         if not settings.prompt_cache or left <= BUDGET_TARGET_SHARE * budget or _leaves_out(history, send):
             return "history token budget"
     if history.older_than_window >= settings.fold_batch:
         return "fold batch"
     return None
+
+
+def _holds_a_cut(history: _History) -> bool:
+    """A message larger than the whole budget sits in the window. Its cut takes about half the budget there, for as
+    long as the window holds it, and no fold may take it: a fold could take only the messages the window lets go,
+    two at each exchange, and the budget would pass its trigger again at the next one. Those messages wait for a
+    fold beside the window while they fit."""
+    return any(m.id in history.sent_as for m in history.window)
 
 
 def _budget_trigger(history: _History, settings: FoldSettings) -> float:
