@@ -109,3 +109,14 @@ async def test_compact_exchanges_do_not_hide_a_message_no_fold_is_due_for():
     assert folded(turn) == 0
     assert turn.plan.not_summarized == 0
     assert [m.text for m in turn.plan.send] == ["Welcome!", "question", "answer"]
+
+
+async def test_a_window_that_fills_the_budget_exactly_goes_whole_while_there_is_no_summary():
+    store = session_of(("user", tagged_text(0, 1_006)))
+    assert message_tokens(store.messages_stored[0]) == 1_010
+    chosen = FoldSettings(n_messages=2, fold_batch=1, summary_words=20, history_token_budget=1_010)
+
+    turn = await fold_if_due(store, RecordingSummarizer(), chosen, failures=SaveFailures())
+
+    assert turn.plan.summary_text is None
+    assert [(m.id, m.text) for m in turn.plan.send] == [(m.id, m.text) for m in store.messages_stored]

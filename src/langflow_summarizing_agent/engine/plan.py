@@ -351,7 +351,8 @@ def _summary_message(summary: Summary, settings: FoldSettings, not_summarized: i
 
 
 def _summary_tokens(summary: Summary, settings: FoldSettings, not_summarized: int) -> int:
-    return settings.counter.text(_summary_message(summary, settings, not_summarized) or "")
+    text = _summary_message(summary, settings, not_summarized)
+    return settings.counter.text(text) if text else 0
 
 
 def _fit_window(history: _History, room: int, settings: FoldSettings) -> list[StoredMessage]:
