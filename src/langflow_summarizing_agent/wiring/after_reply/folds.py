@@ -1,63 +1,32 @@
-"""The fold after the reply: when it starts, what it knows of the turn, and when it runs, in one place.
-
-On `langflow run` a turn never waits for a summary call: it reads and plans, and leaves the session's fold for after
-its reply (`AfterReply`, the runtime's fold timing there; `wiring.timing.Inline` folds in the turn elsewhere).
-
-**When it starts: after the final reply.** Langflow stores a message before it is final: the Agent stores its reply
-as `state: partial` before it calls the model, and a streamed Chat Output stores an empty row before its text. So a
-stored row alone never starts a fold. Each component says which signal its turn waits for (`ReplySignal`):
-- `BUILD_END`, the Agent: its reply is its own output, final when its `message_response` returns it, or else when
-  the task that builds it ends (`signal_build_end`), in every flow shape (with or without a Chat Output, streaming or
-  not, run API or Playground). What the fold needs is taken then, as a frozen `Reply`.
-- `STORED_REPLY`, the Message History: its reply comes from another component, final when Langflow stores a message
-  of another sender than the user in the session that is not partial and has text (`install_reply_listener`, new or
-  updated rows). A flow whose reply is never stored (no Chat Output) gives no such signal: the session's next turn
-  is then the sign that the reply ended, and its fold runs at once; the last turn's, after `REPLY_WAIT_SECONDS`.
-
-**What it knows: `Reply`**, frozen when the signal comes: the reply as the newest message not stored yet (the Agent's,
-as Chat Output stores it next), and, when the Agent's own model folds and its provider caches prompts, the prompt the
-agent just sent (`engine.fold.Prefix`), for the fold to ask on, which the provider serves from its cache.
-
-**When it runs: `AfterReply`**, one record per session scope (`_SessionFolds`), at most `max_running` summary calls
-at once in the process (`SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS`, default 4); more folds wait for a place, one per
-session:
-- a later turn of a session whose fold still waits gives it its own job, so the fold that gets the place folds what
-  the newest turn left, not what was due when it began to wait;
-- a turn that finds its session's fold running leaves its job as the session's next fold, which starts when the
-  running one ends (only the newest turn's: at most one running and one next fold per session);
-- each fold holds the session's fold lock (`SessionStore.fold_lock`): a fold that finds it held in another worker
-  makes no summary call, waits for that fold without holding a place, and then runs again (waiting again if the
-  other worker started the session's next fold meanwhile), so it follows them as the session's next fold would in
-  one worker (unless a newer turn here left one);
-- a fold that fails is logged and recorded for the session's next turn; one that is cancelled (the server shuts
-  down) leaves the summary as it was, since only a completed fold saves.
-"""
+"""When a fold after the reply runs: `AfterReply`, the timing, with one record per session scope (`_SessionFolds`)
+and at most `max_running` summary calls at once in the process."""
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import functools
 import logging
 import os
-import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 
-from langflow_summarizing_agent.engine import report
-from langflow_summarizing_agent.engine.fold import CatchUp, Prefix, SaveFailures, Summarizer
-from langflow_summarizing_agent.engine.records import StoredMessage, Summary
-from langflow_summarizing_agent.engine.settings import FoldSettings
-from langflow_summarizing_agent.engine.store import SessionStore
-from langflow_summarizing_agent.engine.turn import Turn, compact, fold_if_due, plan_beside_running_fold, read_and_plan
+from langflow_summarizing_agent.engine.fold import CatchUp
+from langflow_summarizing_agent.engine.records import Summary
+from langflow_summarizing_agent.engine.turn import Turn, compact, plan_beside_running_fold, read_and_plan
+from langflow_summarizing_agent.wiring.after_reply.reply import (
+    FoldJob,
+    FoldOutcome,
+    FoldsElsewhere,
+    Reply,
+    ReplySignal,
+    ReplyWait,
+    ScopeKey,
+    TurnWork,
+)
 
 logger = logging.getLogger(__name__)
-
-ScopeKey = tuple[str, ...]
-"""A `Scope.key`: flow, owner, session, context."""
 
 MAX_RUNNING_ENV = "SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS"
 DEFAULT_MAX_RUNNING = 4
@@ -65,159 +34,6 @@ MAX_SESSIONS = 10_000
 """Session records kept once their folds ended (for the report of the last one); the oldest are forgotten first."""
 REPLY_WAIT_SECONDS = 600.0
 """Longest wait for the session's final reply before the fold after it runs anyway."""
-FOLD_WAIT_SECONDS = 120.0
-"""Longest wait for a session's folds running in any worker: by a read or reset through the API (past it, the answer's
-`fold_running` says so), or by a fold following them."""
-
-
-class ReplySignal(enum.Enum):
-    """What tells a turn's fold that the final reply is there."""
-
-    BUILD_END = "the end of the agent's build"
-    STORED_REPLY = "a final reply stored in the session"
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What the fold after the reply knows of it, frozen when the signal comes: the reply as the newest message not
-    stored yet, and the prompt the agent sent with it, with the summarizer that asks on it."""
-
-    upcoming: tuple[StoredMessage, ...] = ()
-    prefix: Prefix | None = None
-
-
-@dataclass(frozen=True)
-class FoldsElsewhere:
-    """What a fold job answers when the session's fold lock is held in another worker: `ended` waits for those folds
-    (False: one still ran after `FOLD_WAIT_SECONDS`)."""
-
-    ended: Callable[[], Awaitable[bool]]
-
-
-FoldOutcome = CatchUp | FoldsElsewhere | None
-FoldJob = Callable[[], Awaitable[FoldOutcome]]
-"""A fold the timing runs, bound to its turn's reply."""
-ReplyFold = Callable[[Reply], Awaitable[FoldOutcome]]
-"""The fold a turn leaves for after its reply, given that reply."""
-ReplyWait = Callable[[], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class TurnWork:
-    """What the turn runner hands the timing: the turn's store, model and settings, the fold it would leave for after
-    its reply, and the signal that fold waits for (`turn` names this turn for `AfterReply.built`)."""
-
-    store: SessionStore
-    summarizer: Summarizer
-    settings: FoldSettings
-    failures: SaveFailures
-    fold_after_reply: ReplyFold
-    signal: ReplySignal = ReplySignal.STORED_REPLY
-    turn: Hashable = None
-
-
-def fold_after_reply(
-    name: str, store: SessionStore, summarizer: Summarizer, settings: FoldSettings, failures: SaveFailures
-) -> ReplyFold:
-    """The fold a turn leaves for after its reply: it plans the next turn, with the reply when the signal brought it,
-    and folds what is due before that turn needs it; when the session's fold runs in another worker, it answers how to
-    wait for it (`FoldsElsewhere`)."""
-
-    async def fold(reply: Reply) -> FoldOutcome:
-        started = time.monotonic()
-        turn = await fold_if_due(
-            store, summarizer, settings, failures=failures, upcoming=reply.upcoming, prefix=reply.prefix
-        )
-        scope = store.scope
-        if turn.busy and scope.flow_id is not None:
-            from langflow_summarizing_agent.storage.store import session_folds_ended
-
-            return FoldsElsewhere(
-                functools.partial(
-                    session_folds_ended,
-                    flow_id=scope.flow_id,
-                    session_id=scope.session_id,
-                    timeout_seconds=FOLD_WAIT_SECONDS,
-                )
-            )
-        if turn.fold is None:
-            for problem in report.problems(turn):
-                logger.warning("%s: fold after the reply: %s", name, problem)
-            return None
-        return replace(turn.fold, seconds=time.monotonic() - started)
-
-    return fold
-
-
-def signal_build_end(
-    timing: AfterReply, key: ScopeKey, turn: Hashable, take: Callable[[object], Reply]
-) -> Callable[[object], None]:
-    """Signal the session's fold (`AfterReply.built`) with the `Reply` that `take(reply message)` takes, once: when
-    the returned callable is given the Agent's reply message (its `message_response` returned it), or else when the
-    task building the Agent ends (`take(None)` then reads the built results).
-
-    The task's end is the fallback for flows saved with an earlier version of the component (their code is what
-    Langflow runs); a run that builds every vertex in one task (an lfx graph stepped in a script) gets its signal
-    from the reply."""
-    signalled = False
-
-    def signal(message: object = None) -> None:
-        nonlocal signalled
-        if signalled:
-            return
-        signalled = True
-        try:
-            reply = take(message)
-        except Exception:  # the fold then plans through the input, as without a reply
-            logger.exception("Summarizing Agent: the reply could not be taken for the fold after it")
-            reply = Reply()
-        timing.built(key, turn, reply)
-
-    task = asyncio.current_task()
-    if task is not None:
-        task.add_done_callback(lambda _: signal())
-    return signal
-
-
-REPLIES_KEY = "summarizing_agent_replies"
-"""Where a database session keeps the sessions that got a final reply, from its flush to its commit."""
-
-
-def install_reply_listener(timing: Callable[[], Any]) -> None:
-    """Signal the fold timing `timing()` returns (the process's current one) when Langflow stores a final reply
-    (`is_final_reply`), new or updated. Installed once, on SQLAlchemy's `Session` (Langflow's async sessions run on
-    it); a later call changes nothing."""
-    from sqlalchemy import event
-    from sqlalchemy.orm import Session
-
-    if event.contains(Session, "after_flush", _collect_replies):
-        return
-    event.listen(Session, "after_flush", _collect_replies)
-    event.listen(Session, "after_commit", functools.partial(_signal_replies, timing))
-
-
-def is_final_reply(row: Any) -> bool:
-    """A stored message row is a final reply: of another sender than the user, in a session, not partial, with text."""
-    properties = getattr(row, "properties", None)
-    state = properties.get("state") if isinstance(properties, dict) else getattr(properties, "state", None)
-    text = getattr(row, "text", None)
-    return row.sender != "User" and bool(row.session_id) and state != "partial" and isinstance(text, str) and bool(text)
-
-
-def _collect_replies(session: Any, _flush: Any) -> None:
-    from langflow.services.database.models.message.model import MessageTable
-
-    for row in (*session.new, *session.dirty):
-        if isinstance(row, MessageTable) and is_final_reply(row):
-            session.info.setdefault(REPLIES_KEY, set()).add((str(row.flow_id), str(row.session_id)))
-
-
-def _signal_replies(timing: Callable[[], Any], session: Any) -> None:
-    replies = session.info.pop(REPLIES_KEY, ())
-    if replies:
-        current = timing()
-        for flow_id, session_id in replies:
-            current.replied(flow_id, session_id)
 
 
 @dataclass
