@@ -23,6 +23,7 @@ from tests.support.langflow_db import LangflowDatabase, restart_langflow_service
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REVISIONS = sorted((REPO_ROOT / "migrations" / "versions").glob("*.py"))
 FIRST_REVISION_ID = "3f9c1a7e5b20"
+FOLDED_TOKENS_REVISION_ID = "8d2e4b6a1c37"
 SUBPROCESS_TIMEOUT_SECONDS = 180
 
 
@@ -122,6 +123,20 @@ async def test_a_row_stored_before_folded_tokens_keeps_its_summary_with_its_toke
         engine.dispose()
 
     assert tuple(row) == ("Earlier: the deploy fails.", 12, None)
+
+
+async def test_a_row_stored_before_fold_failures_were_kept_has_none(empty_database_url: str) -> None:
+    url = empty_database_url
+    await migrate.upgrade(url)
+    migrate.downgrade(url, FOLDED_TOKENS_REVISION_ID)
+    with inspected(url) as inspector:
+        assert "fold_failure" not in {column["name"] for column in inspector.get_columns(TABLE_NAME)}
+
+    await migrate.upgrade(url)
+
+    with inspected(url) as inspector:
+        columns = {column["name"]: column for column in inspector.get_columns(TABLE_NAME)}
+    assert columns["fold_failure"]["nullable"] is True
 
 
 def test_our_table_stays_out_of_langflow_metadata() -> None:

@@ -65,6 +65,7 @@ async def test_summary_round_trips_every_field(harness: Harness, memory_scope: M
         summary_model="gpt-4o-mini",
         failed_folds=2,
         retry_after=retry_after,
+        fold_failure="RuntimeError: the summary model could not be built",
     )
     store = harness.session(memory_scope)
     saved_summary = await store.save(summary)
@@ -247,3 +248,16 @@ async def test_a_row_without_cursor_is_stale_once_its_session_is_empty(
 
     await harness.delete([m.id for m in await store.messages(limit=10)])
     assert (await store.load()).failed_folds == 0
+
+
+async def test_why_the_last_fold_failed_is_kept_until_a_save_clears_it(
+    harness: Harness, memory_scope: MemoryScope
+) -> None:
+    await harness.add(memory_scope, [(at(0), "hello")])
+    store = harness.session(memory_scope)
+    failing = await store.save(Summary(failed_folds=1, retry_after=at(30), fold_failure="TimeoutError: no answer"))
+    assert failing is not None
+    assert (await store.load()).fold_failure == "TimeoutError: no answer"
+
+    assert await store.save(dataclasses.replace(failing, failed_folds=0, retry_after=None, fold_failure=None))
+    assert (await store.load()).fold_failure is None

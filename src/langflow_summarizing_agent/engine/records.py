@@ -59,8 +59,8 @@ class Summary:
 
     `row_id` and `version` identify what was read: version 0 (no `row_id`) means nothing is stored. A save names
     both, so a save from a summary that was reset or purged since (and maybe stored anew: a new row has a new id)
-    never succeeds: the pair never repeats for a scope. `failed_folds` and `retry_after` are the back-off of a
-    summary model (or a save) that keeps failing.
+    never succeeds: the pair never repeats for a scope. `failed_folds`, `retry_after` and `fold_failure` are the
+    back-off of a summary model (or a save) that keeps failing, and why the last fold failed.
     """
 
     text: str = ""
@@ -75,6 +75,9 @@ class Summary:
     version: int = 0
     failed_folds: int = 0
     retry_after: datetime | None = None
+    fold_failure: str | None = None
+    """Why the last fold failed, in a few words (`engine.fold.FAILURE_CHARS` at most), until a fold succeeds: shown
+    in the UI, so it never holds summary text nor a pinned value."""
     updated_at: datetime | None = None
     row_id: str | None = None
 

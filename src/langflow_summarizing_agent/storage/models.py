@@ -62,5 +62,7 @@ class SessionMemoryStateTable(Base, table=True):
     version: int = Field(default=1, sa_column=Column(Integer, nullable=False))
     failed_folds: int = Field(default=0, sa_column=Column(Integer, nullable=False))
     retry_after: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
+    fold_failure: str | None = Field(default=None, sa_column=Column(String, nullable=True))
+    """Why the last fold failed, until a fold succeeds; NULL in a row stored before it was kept."""
     created_at: datetime = Field(default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))
     updated_at: datetime = Field(default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))

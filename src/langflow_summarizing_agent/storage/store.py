@@ -331,6 +331,7 @@ _TURN_SUMMARY_COLUMNS = tuple(
         "version",
         "failed_folds",
         "retry_after",
+        "fold_failure",
         "updated_at",
     )
 )

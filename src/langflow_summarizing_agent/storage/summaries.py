@@ -331,6 +331,7 @@ def to_summary(row: Any, prefix: str = "") -> Summary:
         version=value("version"),
         failed_folds=value("failed_folds"),
         retry_after=None if retry_after is None else as_utc(retry_after),
+        fold_failure=value("fold_failure"),
         updated_at=as_utc(value("updated_at")),
         row_id=str(value("id")),
     )
@@ -385,6 +386,7 @@ def _summary_values(summary: Summary, *, updated_at: datetime) -> dict[str, Any]
         "summary_model": summary.summary_model,
         "failed_folds": summary.failed_folds,
         "retry_after": None if summary.retry_after is None else as_utc(summary.retry_after),
+        "fold_failure": summary.fold_failure,
         "updated_at": updated_at,
     }
 
