@@ -7,6 +7,9 @@
 3. Pinned keys are kept as keys a turn accepts while they are typed, in any script.
 4. The ready Memory Chatbot opens with no node under another.
 5. The sidebar's search for "memory" finds both components.
+6. Every number field takes any value typed digit by digit; the server settles it once typing stops.
+7. A new Pinned Keys row stays until something is typed into it.
+8. An uploaded flow opens showing the settings its turns run with.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from langflow_summarizing_agent.engine.settings import settings_from
+from langflow_summarizing_agent.engine.settings import MAX_PINNED_KEY_CHARS, settings_from
 from tests.support.browser import (
     click,
     clickable,
@@ -40,6 +43,9 @@ from tests.support.server_fixtures import LangflowServer, ServerUser
 pytestmark = pytest.mark.browser
 
 PICKED = [{"name": "gpt-4o-mini", "provider": "OpenAI", "icon": "OpenAI", "metadata": {}}]
+SETTLE_SECONDS = 3
+"""Longer than the canvas waits after typing stops (1 s) before the server settles a field."""
+UPLOADED_PINNED_KEYS = ["customer name", "bad*key", "k" * 70]
 RETYPE_SECONDS = 6
 REMOVED_CONNECTIONS = "connections were removed"
 """Langflow's notice when a hidden handle loses its edge."""
@@ -262,3 +268,78 @@ def test_searching_the_sidebar_for_memory_finds_both_components(
     except Exception:
         screenshot_on_failure(browser, "sidebar-memory-search-failure.png")
         raise
+
+
+def test_every_number_field_takes_a_value_typed_digit_by_digit_and_the_server_settles_it(
+    logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser
+) -> None:
+    browser = logged_in
+    on_the_node = {"advanced": False}
+    flow_id = _agent_flow(
+        langflow_server, user, summary_words=on_the_node, fold_batch=on_the_node, max_folds_per_turn=on_the_node
+    )
+    typed = [
+        ("int_int_summary_words", "summary_words", "50", 50),
+        ("int_int_summary_words", "summary_words", "10", 20),
+        ("int_int_fold_batch", "fold_batch", "12", 12),
+        ("int_int_max_folds_per_turn", "max_folds_per_turn", "0", 1),
+    ]
+    try:
+        _open(browser, langflow_server, flow_id)
+        for test_id, name, text, kept in typed:
+            _enter(browser, test_id, text, lambda shown, kept=kept: shown == str(kept), f"{text} to show {kept}")
+            time.sleep(SETTLE_SECONDS)
+            assert _shown(browser, test_id) == str(kept), f"{text} typed into {name}"
+            _saved(langflow_server, user, flow_id, lambda t, n=name, k=kept: t[n]["value"] == k, f"{name} {kept}")
+    except Exception:
+        screenshot_on_failure(browser, "canvas-typed-numbers-failure.png")
+        raise
+
+
+def test_a_new_pinned_key_row_stays_until_something_is_typed_into_it(
+    logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser
+) -> None:
+    browser = logged_in
+    flow_id = _agent_flow(langflow_server, user, pinned_keys={"value": ["project_id"]})
+    try:
+        _open(browser, langflow_server, flow_id)
+        visible(browser, "inputlist_str_pinned_keys_0")
+        click(browser, "input-list-plus-btn_pinned_keys-0")
+        visible(browser, "inputlist_str_pinned_keys_1")
+        time.sleep(SETTLE_SECONDS)
+        _type_and_leave(browser, "inputlist_str_pinned_keys_1", "cluster")
+        _saved(
+            langflow_server,
+            user,
+            flow_id,
+            lambda t: t["pinned_keys"]["value"] == ["project_id", "cluster"],
+            "Pinned Keys ['project_id', 'cluster']",
+        )
+    except Exception:
+        screenshot_on_failure(browser, "canvas-new-pinned-key-row-failure.png")
+        raise
+
+
+def test_an_uploaded_flow_opens_showing_the_settings_its_turns_run_with(
+    logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser
+) -> None:
+    """Langflow keeps what the canvas settles as a flow opens without saving it (its on-open refresh does not mark
+    the flow changed); a turn settles the saved values alike, so it runs with what the node shows."""
+    browser = logged_in
+    flow_id = _agent_flow(langflow_server, user, pinned_keys={"value": UPLOADED_PINNED_KEYS}, fold_batch={"value": 0})
+    shown_keys = ["customer_name", "badkey", "k" * MAX_PINNED_KEY_CHARS]
+    try:
+        _open(browser, langflow_server, flow_id)
+        wait_for(
+            browser,
+            lambda d: [_shown(d, f"inputlist_str_pinned_keys_{row}") for row in range(3)] == shown_keys,
+            f"the uploaded Pinned Keys shown as {shown_keys}",
+        )
+    except Exception:
+        screenshot_on_failure(browser, "canvas-uploaded-flow-failure.png")
+        raise
+
+    saved = saved_template(langflow_server, user, flow_id, AGENT_TYPE)
+    run = settings_from({name: saved[name]["value"] for name in ("pinned_keys", "fold_batch")})
+    assert run is not None
+    assert (list(run.pinned_keys), run.fold_batch) == (shown_keys, 1)

@@ -14,12 +14,15 @@ from typing import Any
 
 import pytest
 
+from langflow_summarizing_agent.engine.settings import MAX_PINNED_KEY_CHARS
+from tests.support.flow_files import read_records
 from tests.support.server_chat import (
     FAST_FOLDS,
     TURNS_TO_FIRST_STATE,
     ServerChat,
     agent_node_id,
     agent_template,
+    playground_turn,
     summarizing_flow_data,
     summary_rows,
 )
@@ -28,6 +31,9 @@ from tests.support.server_fixtures import LangflowServer
 COMPONENT_CODE_0_1_0 = Path(__file__).parents[1] / "support" / "data" / "summarizing_agent_0_1_0.py.txt"
 """The component source a flow saved by version 0.1.0 carries (it imports `agent_memory` and `fold`)."""
 DEFAULTS = {"n_messages": 100, "fold_batch": 8, "history_token_budget": 7_000}
+UPLOADED_PINNED_KEYS = ["customer name", "bad*key", "k" * 70]
+SHOWN_PINNED_KEYS = ("customer_name", "badkey", "k" * MAX_PINNED_KEY_CHARS)
+"""Pinned Keys a flow file holds, and as its node shows them once the canvas has settled them."""
 SUMMARY_SETTINGS = ("pinned_keys", "fold_batch", "summary_words", "history_token_budget", "max_folds_per_turn")
 
 
@@ -94,3 +100,30 @@ def test_a_flow_saved_by_0_1_0_runs_its_own_component_code_and_folds(owner):
     chat = ServerChat.create(*owner, data=data)
 
     assert [row["absorbed_count"] for row in _folded_after_two_turns(chat)] == [2]
+
+
+@pytest.mark.parametrize("path", ["run_api", "playground"])
+def test_an_uploaded_flow_runs_with_the_settings_its_node_shows_over_the_run_api_and_the_playground(
+    owner, tmp_path: Path, path: str
+):
+    """A flow file holds Pinned Keys and a Fold Batch the canvas settles as it opens (without saving them); every
+    turn settles them alike, over the run API as over the Playground's build path, instead of failing."""
+    record_path = tmp_path / "calls.jsonl"
+    data = summarizing_flow_data(record_path, pinned_keys=UPLOADED_PINNED_KEYS, fold_batch=0)
+    chat = ServerChat.create(*owner, data=data)
+    session_id = f"uploaded-{path}"
+
+    for turn in range(1, TURNS_TO_FIRST_STATE + 1):
+        text = f"{session_id}-{turn}"
+        if path == "run_api":
+            chat.say(session_id, text)
+        else:
+            with chat.server.client(token=chat.token) as client:
+                playground_turn(client, chat.flow_id, session_id, text)
+            chat.state(session_id)
+
+    folds = [record for record in read_records(record_path) if record["kind"] == "fold"]
+    assert folds, "no fold ran"
+    system = folds[0]["messages"][0]["content"]
+    assert f"Pinned keys are exactly: {', '.join(SHOWN_PINNED_KEYS)}." in system
+    assert [row["absorbed_count"] for row in summary_rows(chat.server, chat.flow_id, session_id)] == [2]

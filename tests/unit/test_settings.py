@@ -14,6 +14,9 @@ from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent i
     STOCK_N_MESSAGES,
     SummarizingAgentComponent,
 )
+from langflow_summarizing_agent.components.summarizing_agent.summarizing_message_history import (
+    SummarizingMessageHistoryComponent,
+)
 from langflow_summarizing_agent.engine.settings import (
     CHECKED_FIELDS,
     LEAST,
@@ -22,6 +25,7 @@ from langflow_summarizing_agent.engine.settings import (
     MIN_HISTORY_TOKEN_BUDGET,
     FoldSettings,
     least_history_token_budget,
+    pinned_key_of,
     pinned_keys_from,
     settings_from,
     settled,
@@ -115,8 +119,28 @@ async def test_pinned_keys_typed_on_the_node_are_kept_as_keys_the_turn_accepts()
     updated = await component.update_build_config(template, typed, "pinned_keys")
 
     kept = updated["pinned_keys"]["value"]
-    assert kept == ["customer_name", "clé", "客户", "_2fa", "project", "k" * MAX_PINNED_KEY_CHARS]
-    assert pinned_keys_from(kept) == tuple(kept)
+    assert kept == ["customer_name", "clé", "客户", "_2fa", "project", "", "k" * MAX_PINNED_KEY_CHARS]
+    assert pinned_keys_from(kept) == tuple(key for key in kept if key)
+
+
+async def test_a_new_blank_pinned_key_row_stays_where_it_is_until_something_is_typed_into_it():
+    component = SummarizingAgentComponent()
+    template = template_of(component)
+
+    updated = await component.update_build_config(template, ["project_id", "", "cluster", ""], "pinned_keys")
+
+    assert updated["pinned_keys"]["value"] == ["project_id", "", "cluster", ""]
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(st.one_of(st.just(""), st.just("  "), st.text(max_size=12)), max_size=40))
+def test_settled_pinned_keys_keep_every_blank_row_and_at_most_the_limit_of_keys(keys: list[str]) -> None:
+    kept = settled({"pinned_keys": keys})["pinned_keys"]
+
+    blanks_typed = sum(1 for key in keys if not pinned_key_of(key))
+    assert kept.count("") == blanks_typed
+    assert len([key for key in kept if key]) <= MAX_PINNED_KEYS
+    assert pinned_keys_from(kept) == tuple(dict.fromkeys(key.strip() for key in kept if key))
 
 
 def test_keys_of_any_script_are_accepted_and_a_refusal_says_the_rule_in_plain_text():
@@ -167,12 +191,9 @@ def test_every_settled_value_is_accepted_and_settling_again_changes_nothing(valu
 
 
 def not_run_as_typed(values: dict, name: str, value: object) -> bool:
-    """The settings refuse `value`, or a turn would run with another value."""
-    try:
-        run = settings_from(values)
-    except ValueError:
-        return True
-    return run is not None and getattr(run, name) != value
+    """A turn would run with another value than `value` (memory off runs with none)."""
+    run = settings_from(values)
+    return run is None or getattr(run, name) != value
 
 
 def test_with_a_provider_that_caches_a_fold_waits_for_twice_fold_batch():
@@ -181,3 +202,39 @@ def test_with_a_provider_that_caches_a_fold_waits_for_twice_fold_batch():
     assert settings_from({}).fold_batch == DEFAULT_FOLD_BATCH
     assert settings_from({}, prompt_cache=True).fold_batch == CACHED_FOLD_BATCH_FACTOR * DEFAULT_FOLD_BATCH
     assert settings_from({"fold_batch": 5}, prompt_cache=True).fold_batch == 5 * CACHED_FOLD_BATCH_FACTOR
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.fixed_dictionaries(
+        {},
+        optional={
+            **{name: st.integers(-(10**6), 10**6) for name in LEAST},
+            "summary_timeout": st.floats(allow_nan=False, allow_infinity=True, min_value=-1e6),
+            "pinned_keys": st.lists(st.text(alphabet=st.characters(codec="utf-8"), max_size=80), max_size=30),
+        },
+    )
+)
+def test_a_turn_runs_with_the_values_the_canvas_settles_them_to(values: dict) -> None:
+    """A flow uploaded or sent over the run API holds what it holds; a turn runs with what the node shows once the
+    canvas has settled it, never refusing what the canvas would keep."""
+    assert settings_from(values) == settings_from(settled(values))
+
+
+def test_a_key_uploaded_with_surrounding_spaces_runs_without_them_as_it_always_did():
+    run = settings_from({"pinned_keys": [" project_id ", "customer name"]})
+
+    assert run is not None
+    assert run.pinned_keys == ("project_id", "customer_name")
+
+
+@pytest.mark.parametrize("component_class", [SummarizingAgentComponent, SummarizingMessageHistoryComponent])
+def test_every_number_field_takes_any_value_typed_digit_by_digit(component_class: type) -> None:
+    """The canvas raises a number below its range's start to it at every keystroke: a range starting above 0 turns
+    "50" into "20" after the "5" (Summary Word Budget's least value). The help still names the least value."""
+    inputs = {i.name: i for i in component_class.inputs}
+
+    for name in (*LEAST, "summary_timeout"):
+        range_spec = inputs[name].range_spec
+        assert range_spec is None or range_spec.min <= 0, name
+    assert "at least 20" in inputs["summary_words"].info

@@ -1,7 +1,9 @@
 """The fold settings: each default written once, each check made once, in `FoldSettings`.
 
 `settings_from()` turns the values of a component's inputs (or of the flow's saved template, while they are edited)
-into `FoldSettings`. Every refusal names the field as the UI shows it (`FIELD_NAMES`) and says what to change.
+into `FoldSettings`, each at the nearest value the settings accept (`settled`), as the canvas shows it: a turn runs
+with what the node shows, whether the flow was typed on the canvas, uploaded or sent by the run API. Every refusal (a
+value that is no number at all) names the field as the UI shows it (`FIELD_NAMES`) and says what to change.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ PINNED_KEY_RULE = (
 """The rule in words, for the tooltip and the error (plain text: the UI renders messages as Markdown)."""
 MIN_HISTORY_TOKEN_BUDGET = 200
 LEAST = {"n_messages": 0, "fold_batch": 1, "summary_words": 20, "history_token_budget": 0, "max_folds_per_turn": 1}
-"""The least value of each whole-number setting (the fields' range, enforced by the canvas as it is typed)."""
+"""The least value of each whole-number setting: a smaller one is settled to it (`settled`)."""
 
 FIELD_NAMES = {
     "n_messages": "Number of Chat History Messages",
@@ -177,18 +179,17 @@ def settings_from(
     prompt_cache: bool = False,
     names: Mapping[str, str] = FIELD_NAMES,
 ) -> FoldSettings | None:
-    """`FoldSettings` from input values by input name (a missing or empty value takes its default); None when
-    Number of Chat History Messages is 0, which turns memory off. Raises ValueError naming the field to change.
+    """`FoldSettings` from input values by input name, each at the nearest value the settings accept, as the canvas
+    keeps it (`settled`; a missing or empty value takes its default); None when Number of Chat History Messages is 0,
+    which turns memory off. Raises ValueError naming the field to change for a value that is no number.
 
     `counter` counts tokens as the agent's model does; `prompt_cache` says its provider caches prompts, and then a
     fold waits for `CACHED_FOLD_BATCH_FACTOR` times Fold Batch messages, and an early budget fold for
     `BUDGET_TARGET_SHARE`. `names` are the fields as the component
     shows them, for a component whose message count has another name (the Message History's Number of Messages)."""
+    values = settled(values)
     numbers = {name: whole_number(values.get(name), name, names) for name in WHOLE_NUMBER_FIELDS}
     n_messages = DEFAULT_N_MESSAGES if numbers["n_messages"] is None else numbers["n_messages"]
-    if n_messages < 0:
-        msg = f"{names['n_messages']} must be 0 (no memory) or more, got {n_messages}."
-        raise ValueError(msg)
     given = {name: number for name, number in numbers.items() if number is not None and name != "n_messages"}
     if prompt_cache:
         given["fold_batch"] = given.get("fold_batch", DEFAULT_FOLD_BATCH) * CACHED_FOLD_BATCH_FACTOR
@@ -261,25 +262,24 @@ def pinned_keys_from(raw: Any) -> tuple[str, ...]:
 def pinned_key_of(text: str) -> str:
     """The key `text` means, made to follow the rule: leading spaces go, other spaces become underscores, other
     characters a key cannot hold are dropped, a key starting with a digit gets an underscore first, and it is cut to
-    the longest key; "" when nothing is left."""
-    # Not stripped at the end: the canvas settles a key while it is typed, and "customer " goes on as "customer_".
-    key = re.sub(r"[^\w.\-]", "", re.sub(r"\s+", "_", text.lstrip()))
+    the longest key; "" when nothing is left. Spaces at the end stay as one space, which a turn strips
+    (`pinned_keys_from`): the canvas settles a key while it is typed, and "customer " goes on to "customer name"."""
+    body = text.strip()
+    key = re.sub(r"[^\w.\-]", "", re.sub(r"\s+", "_", body))
     if key and not re.match(r"[^\W\d]", key):
         key = "_" + key
-    return key[:MAX_PINNED_KEY_CHARS] if PINNED_KEY_PATTERN.match(key[:MAX_PINNED_KEY_CHARS]) else ""
+    key = key[:MAX_PINNED_KEY_CHARS] if PINNED_KEY_PATTERN.match(key[:MAX_PINNED_KEY_CHARS]) else ""
+    return f"{key} " if key and text != text.rstrip() else key
 
 
 def settled(values: Mapping[str, Any]) -> dict[str, Any]:
     """`values` as the canvas keeps them: each setting at the nearest value the settings accept, so a value the
     settings would refuse is never saved. Numbers below their least value take it; a History Token Budget too small
     to hold the summary message and the newest exchange takes the least that holds them; pinned keys follow the
-    rule (`pinned_key_of`), blanks and repeats dropped, the first `MAX_PINNED_KEYS` kept. A value that is not a
-    number is left for `settings_from` to refuse."""
+    rule (`settled_pinned_keys`). A value that is not a number is left for `settings_from` to refuse."""
     fixed = dict(values)
     if "pinned_keys" in fixed and fixed["pinned_keys"] not in (None, ""):
-        raw = fixed["pinned_keys"]
-        keys = (pinned_key_of(str(getattr(item, "text", item))) for item in ([raw] if isinstance(raw, str) else raw))
-        fixed["pinned_keys"] = list(dict.fromkeys(key for key in keys if key))[:MAX_PINNED_KEYS]
+        fixed["pinned_keys"] = settled_pinned_keys(fixed["pinned_keys"])
     for name, least in LEAST.items():
         number = _number_or_none(fixed.get(name))
         if number is not None and number < least:
@@ -291,6 +291,21 @@ def settled(values: Mapping[str, Any]) -> dict[str, Any]:
     if budget:
         fixed["history_token_budget"] = max(budget, _least_budget(fixed))
     return fixed
+
+
+def settled_pinned_keys(raw: Any) -> list[str]:
+    """Pinned Keys as the canvas keeps them: each key made to follow the rule (`pinned_key_of`), repeats dropped,
+    the first `MAX_PINNED_KEYS` keys kept. A blank row stays where it is: the canvas settles the field a moment after
+    "+" adds a row, before anything is typed into it; a turn ignores blanks (`pinned_keys_from`)."""
+    items = [raw] if isinstance(raw, str) else list(raw)
+    kept: list[str] = []
+    for item in items:
+        key = pinned_key_of(str(getattr(item, "text", item)))
+        if not key:
+            kept.append("")
+        elif key not in kept and sum(1 for k in kept if k) < MAX_PINNED_KEYS:
+            kept.append(key)
+    return kept
 
 
 def _least_budget(values: Mapping[str, Any]) -> int:

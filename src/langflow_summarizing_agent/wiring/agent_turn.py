@@ -34,7 +34,6 @@ from langflow_summarizing_agent.engine.settings import (
     LEAST,
     WHOLE_NUMBER_FIELDS,
     FoldSettings,
-    pinned_keys_from,
     settings_from,
     settled,
     whole_number,
@@ -133,9 +132,13 @@ def settle_settings(
 
 
 def at_least(name: str) -> RangeSpec:
-    """The range of a whole-number fold setting: from its least value (`settings.LEAST`), which the canvas keeps as
-    it is typed."""
-    return RangeSpec(min=LEAST[name], max=MAX_WHOLE_NUMBER, step=1, step_type="int")
+    """The range of a whole-number fold setting on the canvas. It starts at 0, not at the least value the setting
+    takes (`settings.LEAST`, which its help names): the canvas raises a number below the range's start to it at
+    every keystroke, so "50" typed into a field whose least value is 20 would become "20" after the "5". The server
+    settles the number to its least value once typing stops (`settle_settings`)."""
+    if name not in LEAST:
+        raise KeyError(name)
+    return RangeSpec(min=0, max=MAX_WHOLE_NUMBER, step=1, step_type="int")
 
 
 def refresh_summary_model_options(
@@ -204,7 +207,7 @@ async def compact_reply(component: Any, stock_history: StockHistory) -> Message:
         await run_compaction(component, part, runtime=runtime)
     kept = turn_of(component)
     turn = kept.turn if kept is not None else None
-    keys = pinned_keys_from(setting(component, "pinned_keys"))
+    keys = part.settings.pinned_keys if part is not None else ()
     text = report.compact_reply_text(turn, keys, None if turn else report_of(component))
     message = Message(
         text=text,
