@@ -10,13 +10,14 @@
 6. Every number field takes any value typed digit by digit; the server settles it once typing stops.
 7. A new Pinned Keys row stays until something is typed into it.
 8. An uploaded flow opens showing the settings its turns run with.
+9. Picking the Agent's own model as Summary Model goes back to none.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import combinations
 from typing import Any
 
@@ -43,6 +44,10 @@ from tests.support.server_fixtures import LangflowServer, ServerUser
 pytestmark = pytest.mark.browser
 
 PICKED = [{"name": "gpt-4o-mini", "provider": "OpenAI", "icon": "OpenAI", "metadata": {}}]
+OPENAI_KEY_VARIABLE = "OPENAI_API_KEY"
+"""The global variable that connects OpenAI for the user, as Langflow's Model providers dialog saves it."""
+AGENTS_MODEL, OTHER_MODEL = "gpt-5.4", "gpt-5.4-mini"
+"""Two of the OpenAI models Langflow 1.13 enables once the provider is connected."""
 SETTLE_SECONDS = 3
 """Longer than the canvas waits after typing stops (1 s) before the server settles a field."""
 UPLOADED_PINNED_KEYS = ["customer name", "bad*key", "k" * 70]
@@ -343,3 +348,53 @@ def test_an_uploaded_flow_opens_showing_the_settings_its_turns_run_with(
     run = settings_from({name: saved[name]["value"] for name in ("pinned_keys", "fold_batch")})
     assert run is not None
     assert (list(run.pinned_keys), run.fold_batch) == (shown_keys, 1)
+
+
+@pytest.fixture
+def openai_connected(langflow_server: LangflowServer, user: ServerUser) -> Iterator[None]:
+    """OpenAI connected for the user (its key saved as the Model providers dialog saves it), removed after the test,
+    so that the other browser tests, which share the user, find no provider connected."""
+    with langflow_server.client(token=user.token) as client:
+        created = client.post(
+            "/api/v1/variables/",
+            json={"name": OPENAI_KEY_VARIABLE, "value": "sk-typed", "type": "Credential", "default_fields": []},
+        ).raise_for_status()
+    try:
+        yield
+    finally:
+        with langflow_server.client(token=user.token) as client:
+            client.delete(f"/api/v1/variables/{created.json()['id']}").raise_for_status()
+
+
+def test_picking_the_agents_own_model_as_summary_model_goes_back_to_none(
+    logged_in: WebDriver, langflow_server: LangflowServer, user: ServerUser, openai_connected: None
+) -> None:
+    browser = logged_in
+    agents_model = [{"name": AGENTS_MODEL, "provider": "OpenAI", "icon": "OpenAI", "metadata": {}}]
+    other_model = [{**agents_model[0], "name": OTHER_MODEL}]
+    flow_id = _agent_flow(
+        langflow_server,
+        user,
+        model={"value": agents_model},
+        summary_model={"advanced": False, "value": other_model},
+    )
+    try:
+        _open(browser, langflow_server, flow_id)
+        wait_for(
+            browser,
+            lambda d: visible(d, "value-dropdown-model_summary_model").text == OTHER_MODEL,
+            f"{OTHER_MODEL} picked as Summary Model",
+        )
+        click(browser, "model_summary_model")
+        click(browser, f"OpenAI-{AGENTS_MODEL}-option")
+        saved = _saved(
+            langflow_server, user, flow_id, lambda t: not t["summary_model"]["value"], "no Summary Model picked"
+        )
+        shown = visible(browser, "value-dropdown-model_summary_model").text
+    except Exception:
+        screenshot_on_failure(browser, "canvas-summary-model-none-failure.png")
+        raise
+
+    assert AGENTS_MODEL not in shown
+    assert [(m["provider"], m["name"]) for m in saved["model"]["value"]] == [("OpenAI", AGENTS_MODEL)]
+    assert "goes back to none" in saved["summary_model"]["info"]

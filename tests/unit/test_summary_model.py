@@ -146,7 +146,10 @@ async def test_an_empty_summary_model_stays_empty_when_the_agent_is_edited(monke
     so the Agent's own model keeps folding."""
     from lfx.base.models import unified_models
 
-    options = [{"name": "gpt-4o-mini", "provider": "OpenAI", "icon": "OpenAI", "metadata": {}}]
+    options = [
+        {"name": "gpt-4o-mini", "provider": "OpenAI", "icon": "OpenAI", "metadata": {}},
+        {"name": "gpt-4o", "provider": "OpenAI", "icon": "OpenAI", "metadata": {}},
+    ]
     monkeypatch.setattr(unified_models, "get_language_model_options", lambda **_: options)
     component = SummarizingAgentComponent()
     component._user_id = str(uuid4())
@@ -156,8 +159,15 @@ async def test_an_empty_summary_model_stays_empty_when_the_agent_is_edited(monke
 
     assert not updated["summary_model"]["value"]
     assert updated["summary_model"]["options"] == options
-    picked = await component.update_build_config(updated, options, "summary_model")
-    assert picked["summary_model"]["value"] == options
+    # The canvas sends the template with the pick in it.
+    updated["summary_model"]["value"] = options[1:]
+    picked = await component.update_build_config(updated, options[1:], "summary_model")
+    assert picked["summary_model"]["value"] == options[1:]
+    # The Agent's own model (Langflow's default pick for its picker) picked as Summary Model: none picked.
+    assert [m["name"] for m in picked["model"]["value"]] == ["gpt-4o-mini"]
+    picked["summary_model"]["value"] = options[:1]
+    again = await component.update_build_config(picked, options[:1], "summary_model")
+    assert not again["summary_model"]["value"]
 
 
 WHOLE_ANSWER = fold_json({"project_id": "PRJ-7"}, "- the user works on PRJ-7")
@@ -207,3 +217,20 @@ async def test_an_answer_its_provider_cut_off_at_the_length_limit_fails_the_fold
 )
 async def test_an_answer_that_ended_on_its_own_is_the_summary(response_metadata: dict[str, Any]) -> None:
     assert await summarized(response_metadata) == WHOLE_ANSWER
+
+
+GPT_5_4 = [{"name": "gpt-5.4", "provider": "OpenAI", "icon": "OpenAI", "metadata": {}}]
+
+
+@pytest.mark.parametrize(
+    ("picked", "agents_model", "none"),
+    [
+        pytest.param(GPT_5_4, [{**GPT_5_4[0], "metadata": {"tool_calling": True}}], True, id="the-agents-own"),
+        pytest.param(GPT_5_4, [{**GPT_5_4[0], "name": "gpt-5.4-mini"}], False, id="another-model"),
+        pytest.param(GPT_5_4, [{**GPT_5_4[0], "provider": "OpenRouter"}], False, id="another-provider"),
+        pytest.param(GPT_5_4, "connect_other_models", False, id="the-agents-model-connected"),
+        pytest.param([], [], False, id="none-picked-nor-any-agent-model"),
+    ],
+)
+def test_picking_the_agents_own_model_as_summary_model_is_none_picked(picked, agents_model, none: bool) -> None:
+    assert summary_model.picks_the_agents_own_model(picked, agents_model) is none

@@ -55,6 +55,7 @@ from langflow_summarizing_agent.wiring.runtime import Runtime
 from langflow_summarizing_agent.wiring.summary_model import (
     agent_model_name,
     agent_model_provider,
+    picks_the_agents_own_model,
     summarizer_for,
     summary_model_builder,
     summary_model_name,
@@ -146,7 +147,7 @@ def refresh_summary_model_options(
 ) -> None:
     """The Summary Model picker's options, fetched as the Agent's own picker fetches its own. A pick stays what the
     user made it: Langflow fills an empty model picker with a default, but an empty Summary Model means the Agent's
-    own model summarizes."""
+    own model summarizes. Picking the Agent's own model there goes back to none (`picks_the_agents_own_model`)."""
     from lfx.base.models.unified_models import get_language_model_options, update_model_options_in_build_config
 
     if "summary_model" not in build_config:
@@ -163,6 +164,8 @@ def refresh_summary_model_options(
     )
     if field_name != "summary_model":
         build_config["summary_model"]["value"] = picked
+    elif picks_the_agents_own_model(field_value, (build_config.get("model") or {}).get("value")):
+        build_config["summary_model"]["value"] = []
 
 
 def is_compact_request(component: Any) -> bool:

@@ -39,6 +39,22 @@ def summary_model_picker(**fields: Any) -> ModelInput:
     return ModelInput(external_options={}, **fields)
 
 
+def picks_the_agents_own_model(picked: object, agent_model: object) -> bool:
+    """A Summary Model pick that names the Agent's own model (same provider and name): none picked, which folds with
+    the Agent's own model and its settings. Langflow 1.13's model picker can neither be cleared nor list an entry of
+    its own ("none"): it lists only the enabled models of configured providers. So picking the Agent's own model is
+    the way back to none."""
+    return _model_key(picked) is not None and _model_key(picked) == _model_key(agent_model)
+
+
+def _model_key(value: object) -> tuple[str, str] | None:
+    selected = value[0] if isinstance(value, list) and value else None
+    if not isinstance(selected, dict):
+        return None
+    name, provider = selected.get("name"), selected.get("provider")
+    return (provider, name) if isinstance(name, str) and name and isinstance(provider, str) else None
+
+
 def build_summary_model(component: Component) -> BaseLanguageModel:
     """The Summary Model input if connected or picked, else the Agent's own model, built without streaming."""
     return summary_model_builder(component)()

@@ -114,7 +114,8 @@ class SummarizingAgentComponent(AgentComponent):
             display_name=FIELD_NAMES["summary_model"],
             info=(
                 "Optional cheaper model for the summary calls, built only when a fold runs; if it cannot be built or "
-                "fails, the fold fails and the turn goes on. None picked: the Agent's own model summarizes."
+                "fails, the fold fails and the turn goes on. None picked: the Agent's own model summarizes; picking "
+                "the Agent's own model here goes back to none."
             ),
             real_time_refresh=True,
             required=False,
