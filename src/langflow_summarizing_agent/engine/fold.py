@@ -15,6 +15,7 @@ When a fold runs (in the turn, after the reply, after the session's running fold
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from collections import OrderedDict
@@ -44,6 +45,10 @@ logger = logging.getLogger(__name__)
 
 FOLD_RETRY_BASE = timedelta(seconds=30)
 FOLD_RETRY_MAX = timedelta(hours=1)
+FAILURE_CHARS = 100
+"""Longest `Summary.fold_failure`: the memory step of every later turn repeats it, until a fold succeeds."""
+PINNED_SHOWN_AS = "[pinned]"
+"""What a pinned value reads as in a failure: failures are shown in the UI, and a provider may quote its input."""
 
 Summarizer = Callable[[list[BaseMessage]], Awaitable[str]]
 """Calls the summary model with the fold prompt and returns its text; raises `FoldToolCall` when the model answered
@@ -76,6 +81,9 @@ class CatchUp:
     seconds: float = 0.0
     on_prefix: int = 0
     """Summary calls made on the agent's prefix (`build_fold_prompt_on_prefix`)."""
+    model: str | None = None
+    """The summary model that folded, or was asked to (`FoldSettings.summary_model`): Langflow may pick another
+    model than the one the user picked, so the memory step names it."""
 
 
 def backoff_delay(failed_folds: int) -> timedelta:
@@ -93,12 +101,12 @@ class SaveFailures:
 
     def __init__(self, max_scopes: int = 10_000) -> None:
         self.max_scopes = max_scopes
-        self._failures: OrderedDict[Hashable, tuple[int, datetime]] = OrderedDict()
+        self._failures: OrderedDict[Hashable, tuple[int, datetime, str | None]] = OrderedDict()
 
     def record(self, key: Hashable, summary: Summary) -> None:
         if summary.retry_after is None:
             return
-        self._failures[key] = (summary.failed_folds, summary.retry_after)
+        self._failures[key] = (summary.failed_folds, summary.retry_after, summary.fold_failure)
         self._failures.move_to_end(key)
         while len(self._failures) > self.max_scopes:
             self._failures.popitem(last=False)
@@ -111,7 +119,9 @@ class SaveFailures:
         failure = self._failures.get(key)
         if failure is None or (summary.retry_after is not None and summary.retry_after >= failure[1]):
             return summary
-        return replace(summary, failed_folds=max(summary.failed_folds, failure[0]), retry_after=failure[1])
+        return replace(
+            summary, failed_folds=max(summary.failed_folds, failure[0]), retry_after=failure[1], fold_failure=failure[2]
+        )
 
 
 async def catch_up(
@@ -143,6 +153,7 @@ async def catch_up(
         problems=(*folds.problems, *saved.problems),
         seconds=time.monotonic() - started,
         on_prefix=folds.on_prefix,
+        model=settings.summary_model,
     )
 
 
@@ -157,6 +168,8 @@ class _Folds:
     on_prefix: int = 0
     problems: tuple[str, ...] = ()
     """The failed call that ended the fold, if one did."""
+    failure: str | None = None
+    """That failure in a few words (`Summary.fold_failure`)."""
 
 
 async def _summarize(
@@ -236,9 +249,9 @@ def _folded(folds: _Folds, batch: Sequence[StoredMessage], answer: str, settings
 
 
 def _failed(folds: _Folds, reason: str | None, exc: Exception) -> _Folds:
-    problem = f"fold failed ({reason}): {_describe(exc)}"
+    problem = _without_pinned(f"fold failed ({reason}): {_describe(exc)}", folds.summary)
     logger.warning("Summarizing Agent: %s; the previous summary is kept", problem)
-    return replace(folds, problems=(problem,))
+    return replace(folds, problems=(problem,), failure=failure_note(_describe(exc), folds.summary))
 
 
 def _fold_prompt(
@@ -292,6 +305,7 @@ def _folded_into(
         # A fold that succeeded ends the back-off, for the rounds after it too.
         failed_folds=0,
         retry_after=None,
+        fold_failure=None,
     )
 
 
@@ -301,13 +315,15 @@ def _summary_to_save(
     """The folded summary, naming the summary model; or, when nothing was folded, the summary read with the back-off
     of one more failed fold."""
     if folds.folded:
-        return replace(folds.summary, failed_folds=0, retry_after=None, summary_model=settings.summary_model)
-    return _with_backoff(read_summary, now())
+        return replace(
+            folds.summary, failed_folds=0, retry_after=None, fold_failure=None, summary_model=settings.summary_model
+        )
+    return _with_backoff(read_summary, now(), folds.failure)
 
 
-def _with_backoff(summary: Summary, now: datetime) -> Summary:
+def _with_backoff(summary: Summary, now: datetime, failure: str | None) -> Summary:
     failed = summary.failed_folds + 1
-    return replace(summary, failed_folds=failed, retry_after=now + backoff_delay(failed))
+    return replace(summary, failed_folds=failed, retry_after=now + backoff_delay(failed), fold_failure=failure)
 
 
 @dataclass(frozen=True)
@@ -336,10 +352,12 @@ async def _save(
 async def _save_failed(
     store: SessionStore, read_summary: Summary, exc: Exception, failures: SaveFailures, now: datetime
 ) -> _Saved:
-    """A failed save counts as a failed fold: the previous summary stays and the back-off applies."""
-    kept = _with_backoff(read_summary, now)
+    """A failed save counts as a failed fold: the previous summary stays and the back-off applies. Only the error's
+    first line is told: a database error goes on with the statement and its parameters, the summary among them."""
+    failure = f"the summary could not be saved ({_describe(exc, first_line=True)})"
+    kept = _with_backoff(read_summary, now, failure_note(failure, read_summary))
     problem = (
-        f"the summary could not be saved ({_describe(exc)}); counted as failed fold {kept.failed_folds}, "
+        f"{_without_pinned(failure, read_summary)}; counted as failed fold {kept.failed_folds}, "
         f"next try after {kept.retry_after:%Y-%m-%d %H:%M:%S} UTC"
     )
     logger.warning("Summarizing Agent: %s; the previous summary is kept", problem)
@@ -374,6 +392,23 @@ async def _record_backoff(store: SessionStore, kept: Summary, failures: SaveFail
     return stored if stored is not None else kept
 
 
-def _describe(exc: BaseException) -> str:
+def failure_note(text: str, summary: Summary) -> str:
+    """`text` as `Summary.fold_failure`: its first line, pinned values masked, at most `FAILURE_CHARS`."""
+    lines = text.strip().splitlines()
+    note = _without_pinned(" ".join(lines[0].split()) if lines else "", summary)
+    return note if len(note) <= FAILURE_CHARS else note[: FAILURE_CHARS - 1].rstrip() + "…"
+
+
+def _without_pinned(text: str, summary: Summary) -> str:
+    """`text` with each pinned value of `summary` standing alone in it masked (`PINNED_SHOWN_AS`)."""
+    for value in summary.pinned.values():
+        if value:
+            text = re.sub(rf"(?<!\w){re.escape(value)}(?!\w)", PINNED_SHOWN_AS, text)
+    return text
+
+
+def _describe(exc: BaseException, *, first_line: bool = False) -> str:
     text = str(exc).strip()
+    if first_line:
+        text = text.splitlines()[0] if text else text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -2,12 +2,14 @@
 after the previous reply: the component's status, the Playground's memory step, and the `/compact` reply.
 
 None of them shows the summary text or a pinned value: the status and the memory step are shown in the UI, and
-the `/compact` reply is stored and shown like any message. Pinned facts appear by key name only.
+the `/compact` reply is stored and shown like any message. Pinned facts appear by key name only. A fold names the
+model that made it: Langflow may replace a picked Summary Model whose provider lost its key.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -18,7 +20,20 @@ from langflow_summarizing_agent.engine.turn import Turn
 
 BUSY_NOTE = "A fold of this session is running; this turn used the previous summary"
 MEMORY_STEP_ITEM = "\n- "
-"""The memory step is a Markdown list, one item a line: the Playground renders a step's output as Markdown."""
+"""The memory step is a Markdown list, one item a sentence, and an item's detail (an error's text) a list nested
+in it: the Playground renders a step's output as Markdown."""
+MAX_STEP_LINE = 120
+"""Longest line of the memory step. Langflow 1.13's Playground shows a step's output as one scrolling block of
+plain code, not as Markdown, when a line is longer than 120 characters or holds a tab or four spaces after text;
+so every item is wrapped, its whitespace made single spaces."""
+DETAIL_INDENT = "  "
+"""A detail's list item sits under its item's text."""
+
+THIS_TURN = "this turn"
+AFTER_REPLY = "after the previous reply"
+
+Item = tuple[str, tuple[str, ...]]
+"""A memory step item: its sentence, and its details (nested items, each an error's own text)."""
 
 
 def counted(count: int, noun: str) -> str:
@@ -27,14 +42,15 @@ def counted(count: int, noun: str) -> str:
 
 
 def problems(turn: Turn) -> tuple[str, ...]:
-    """What went wrong: the fold's failures, or the back-off a due fold waits for."""
+    """What went wrong: the fold's failures, or the back-off a due fold waits for, and why the last fold failed."""
     if turn.fold is not None:
         return turn.fold.problems
     summary = turn.summary
     if turn.plan.postponed:
+        why = f"; the last failure: {summary.fold_failure}" if summary.fold_failure else ""
         return (
             f"fold failed {_times(summary.failed_folds)} in a row; next try after "
-            f"{summary.retry_after:%Y-%m-%d %H:%M:%S} UTC",
+            f"{summary.retry_after:%Y-%m-%d %H:%M:%S} UTC{why}",
         )
     return ()
 
@@ -56,17 +72,19 @@ def previous_of(turn: Turn, previous: CatchUp | None) -> CatchUp | None:
 
 def status_text(turn: Turn, previous: CatchUp | None = None, *, name: str = "Summarizing Agent") -> str:
     """The status of the component `name`: what the model got, against sending the whole conversation verbatim,
-    then what this turn did. `previous` is the fold that ran after the previous reply, if this process ran one."""
+    then what this turn did. `previous` is the fold that ran after the previous reply, if this process ran one.
+    `/compact` calls no model: its status tells what the next turn's model gets."""
     previous = previous_of(turn, previous)
+    got = "/compact made no model call; the next turn's model gets" if turn.compaction else "The model got:"
     sentences = [
-        f"The model got: {_what_was_sent(turn)}, ~{turn.plan.history_tokens:,} tokens (counted in {turn.counter.name})",
+        f"{got} {_what_was_sent(turn)}, ~{turn.plan.history_tokens:,} tokens (counted in {turn.counter.name})",
         f"Sending the whole conversation verbatim would take ~{verbatim_history_tokens(turn):,} tokens",
     ]
-    sentences.extend(_window_notes(turn))
+    sentences.extend(_capitalized(note) for note in _window_notes(turn))
     if previous is not None:
         sentences.append(fold_after_reply_text(previous))
     if _folded(turn):
-        sentences.append(f"This turn folded {counted(_folded(turn), 'message')} in {_calls(turn)}")
+        sentences.append(f"This turn folded {counted(_folded(turn), 'message')} in {_calls(turn)}{_by(turn.fold)}")
     if turn.busy:
         sentences.append(BUSY_NOTE)
     if turn.due:
@@ -85,54 +103,56 @@ def memory_step_text(
     now: datetime | None = None,
     previous: CatchUp | None = None,
 ) -> str:
-    """The Playground's memory step, one item a line: counts, token estimates and pinned key names."""
+    """The Playground's memory step, a Markdown list: counts, token estimates, pinned key names, the folds with the
+    model that made them, and why a fold failed, each line at most `MAX_STEP_LINE` characters."""
     summary = turn.summary
     previous = previous_of(turn, previous)
-    items = [
-        f"summary covers {_earlier(summary.folded_count)}" if summary.folded_count else "no summary yet",
-        _recent(turn),
-        *(note[0].lower() + note[1:] for note in _window_notes(turn)),
+    folds = [
+        *([_fold_item(previous, AFTER_REPLY)] if previous is not None else []),
+        *([_fold_item(turn.fold, THIS_TURN, seconds)] if turn.fold is not None else []),
     ]
+    covers = f"summary covers {_earlier(summary.folded_count)}" if summary.folded_count else "no summary yet"
+    if summary.folded_count and summary.summary_model and not folds:
+        covers += f", last folded by {summary.summary_model}"
+    items: list[Item] = [(covers, ()), (_recent(turn), ()), *((note, ()) for note in _window_notes(turn))]
     pinned = [key for key in pinned_keys if summary.pinned.get(key)]
     if pinned:
-        items.append("pinned: " + ", ".join(pinned))
-    if previous is not None:
-        items.append(fold_after_reply_text(previous).lower())
-    if _folded(turn):
-        items.append(f"folded {counted(_folded(turn), 'message')} this turn ({_calls(turn)}, {seconds:.1f} s)")
+        items.append(("pinned: " + ", ".join(pinned), ()))
+    items.extend(folds)
     if turn.busy:
-        items.append(BUSY_NOTE.lower())
+        items.append((BUSY_NOTE.lower(), ()))
     if turn.due:
-        items.append("fold runs after this reply")
+        items.append(("fold runs after this reply", ()))
     if turn.plan.not_summarized:
-        items.append(f"{_earlier(turn.plan.not_summarized)} not summarized yet")
+        items.append((f"{_earlier(turn.plan.not_summarized)} not summarized yet", ()))
     if summary.failed_folds:
-        items.append(
-            f"fold failed {_times(summary.failed_folds)}; next try {_next_try(summary.retry_after, now or utcnow())}"
-        )
-    items.append(
-        f"~{turn.plan.history_tokens:,} history tokens sent; the whole conversation verbatim: "
-        f"~{verbatim_history_tokens(turn):,}"
-    )
-    return "Memory:\n" + "".join(MEMORY_STEP_ITEM + item for item in items)
+        told = any(details for _, details in folds)
+        why = (summary.fold_failure,) if summary.fold_failure and not told else ()
+        next_try = _next_try(summary.retry_after, now or utcnow())
+        items.append((f"fold failed {_times(summary.failed_folds)}; next try {next_try}", why))
+    items.append((_tokens_sent(turn), ()))
+    return "Memory:\n" + "".join(_markdown(item) for item in items)
 
 
 def fold_after_reply_text(result: CatchUp) -> str:
-    if result.problems:
-        return "The fold after the previous reply failed: " + "; ".join(result.problems)
-    return (
+    """The fold after the previous reply, as a sentence of the status."""
+    if not result.folded and result.problems:
+        return f"The fold after the previous reply failed{_asked(result)}: " + "; ".join(result.problems)
+    text = (
         f"Folded after the previous reply: {counted(result.folded, 'message')} "
-        f"({_plural_calls(result.calls)}, {result.seconds:.1f} s)"
+        f"({_plural_calls(result.calls)}, {result.seconds:.1f} s){_by(result)}"
     )
+    return f"{text}; then {'; '.join(result.problems)}" if result.problems else text
 
 
 def compact_reply_text(turn: Turn | None, pinned_keys: Sequence[str], fallback_note: str | None) -> str:
     if turn is None:
         return f"{COMPACT_REPLY_PREFIX} nothing was folded. {fallback_note or ''}".strip()
     pinned = ", ".join(k for k in pinned_keys if turn.summary.pinned.get(k)) or "none set"
+    cut = f", {turn.plan.cut} more cut to fit the History Token Budget" if turn.plan.cut else ""
     covers = (
         f"The summary covers {_earlier(turn.summary.folded_count)}; "
-        f"{counted(len(turn.plan.send), 'recent message')} stay verbatim. Pinned: {pinned}."
+        f"{counted(_verbatim(turn), 'recent message')} stay verbatim{cut}. Pinned: {pinned}."
     )
     if problems(turn):
         return f"{COMPACT_FAILED_PREFIX} nothing was folded ({'; '.join(problems(turn))}). {covers}"
@@ -145,13 +165,58 @@ def compact_reply_text(turn: Turn | None, pinned_keys: Sequence[str], fallback_n
     return f"{COMPACT_REPLY_PREFIX} {outcome}. {covers}"
 
 
+def _fold_item(result: CatchUp, when: str, seconds: float | None = None) -> Item:
+    """A fold as a memory step item: what it folded and the model that folded it, or that it failed, with the
+    errors' own text as details."""
+    if not result.folded and result.problems:
+        return f"the fold {when} failed{_asked(result)}", result.problems
+    calls = f"({_plural_calls(result.calls)}, {result.seconds if seconds is None else seconds:.1f} s){_by(result)}"
+    if when == THIS_TURN:
+        return f"folded {counted(result.folded, 'message')} this turn {calls}", result.problems
+    return f"folded {when}: {counted(result.folded, 'message')} {calls}", result.problems
+
+
+def _by(result: CatchUp | None) -> str:
+    model = result.model if result is not None else None
+    return f", folded by {model}" if model else ""
+
+
+def _asked(result: CatchUp) -> str:
+    return f" (summary model: {result.model})" if result.model else ""
+
+
+def _markdown(item: Item) -> str:
+    """One item and its details as Markdown list lines, wrapped at `MAX_STEP_LINE`."""
+    sentence, details = item
+    lines = _wrapped(sentence, "- ", DETAIL_INDENT)
+    for detail in details:
+        lines += _wrapped(detail, DETAIL_INDENT + "- ", DETAIL_INDENT * 2)
+    return "\n" + "\n".join(lines)
+
+
+def _wrapped(text: str, first: str, later: str) -> list[str]:
+    """`text` on lines of at most `MAX_STEP_LINE` characters, its whitespace single spaces and its backticks quotes
+    (an error's backticks would open code in Markdown)."""
+    flat = " ".join(text.replace("`", "'").split())
+    return textwrap.wrap(
+        flat, width=MAX_STEP_LINE, initial_indent=first, subsequent_indent=later, break_on_hyphens=False
+    ) or [first.rstrip()]
+
+
+def _tokens_sent(turn: Turn) -> str:
+    verbatim = f"the whole conversation verbatim: ~{verbatim_history_tokens(turn):,}"
+    if turn.compaction:
+        return f"/compact makes no model call and sends no history; {verbatim} tokens"
+    return f"~{turn.plan.history_tokens:,} history tokens sent; {verbatim}"
+
+
 def _window_notes(turn: Turn) -> list[str]:
     """What the History Token Budget took from the window: messages left out, messages cut."""
     plan = turn.plan
     notes = []
     if plan.window_sent < plan.window:
         notes.append(
-            f"The last {counted(plan.window, 'message')} did not fit the History Token Budget; "
+            f"the last {counted(plan.window, 'message')} did not fit the History Token Budget; "
             f"the newest {plan.window_sent} went"
         )
     if plan.cut:
@@ -159,14 +224,26 @@ def _window_notes(turn: Turn) -> list[str]:
     return notes
 
 
+def _verbatim(turn: Turn) -> int:
+    """Messages sent word for word: those sent, less those cut (`Plan.cut`), which are not."""
+    return len(turn.plan.send) - turn.plan.cut
+
+
 def _recent(turn: Turn) -> str:
-    """The recent messages sent, and how many of them are older than the window, waiting for the next fold."""
+    """The recent messages sent whole (and cut), and how many of those sent are older than the window, waiting for
+    the next fold."""
     plan = turn.plan
-    recent = f"{counted(len(plan.send), 'recent message')} verbatim"
+    recent = f"{counted(_verbatim(turn), 'recent message')} {'stay ' if turn.compaction else ''}verbatim"
+    if plan.cut:
+        recent += f" and {plan.cut} cut"
     waiting = len(plan.send) - plan.window_sent
     if waiting > 0 and plan.window_sent:
         return f"{recent}: the last {plan.window_sent} and {waiting} older waiting for the next fold"
     return recent
+
+
+def _capitalized(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _earlier(count: int) -> str:
@@ -178,7 +255,9 @@ def _times(count: int) -> str:
 
 
 def _what_was_sent(turn: Turn) -> str:
-    recent = f"{counted(len(turn.plan.send), 'recent message')} verbatim"
+    recent = f"{counted(_verbatim(turn), 'recent message')} verbatim"
+    if turn.plan.cut:
+        recent += f" and {turn.plan.cut} cut"
     if not turn.summary.folded_count:
         return f"no summary yet, {recent}"
     return f"summary covering {counted(turn.summary.folded_count, 'message')} plus {recent}"

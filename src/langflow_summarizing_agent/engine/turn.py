@@ -44,6 +44,8 @@ class Turn:
     """Why a fold is due that this turn left for later (after the reply)."""
     counter: TokenCounter = ESTIMATE
     """How the turn's tokens were counted (`FoldSettings.counter`)."""
+    compaction: bool = False
+    """`/compact`: no model call, so no history is sent; the plan is what the next turn sends."""
 
     @property
     def summary(self) -> Summary:
@@ -180,6 +182,6 @@ async def compact(
         store, summarizer, settings, _plan_compaction, upcoming=(), now=now, failures=failures, prefix=None
     )
     if folded is not None:
-        return folded
+        return replace(folded, compaction=True)
     turn = await _read_and_plan(store, settings, _plan_compaction, upcoming=(), now=now, failures=failures)
-    return replace(turn, busy=True)
+    return replace(turn, busy=True, compaction=True)
