@@ -48,7 +48,13 @@ class Variant:
 
     @property
     def inputs(self) -> dict[str, Any]:
-        return {} if self.switch is None else {"summarize_older_messages": self.switch}
+        if self.switch is None:
+            return {}
+        # Picked, never built: the turn falls back before any fold.
+        return {"summarize_older_messages": self.switch, "summary_model": PICKED_SUMMARY_MODEL}
+
+
+PICKED_SUMMARY_MODEL = [{"name": "gpt-4o-mini", "provider": "OpenAI", "icon": "OpenAI", "metadata": {}}]
 
 
 VARIANTS = [

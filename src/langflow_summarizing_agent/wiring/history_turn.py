@@ -3,7 +3,8 @@
 The component's Retrieve mode calls `history()`. What is the Message History's own: it refuses options a summary
 would change the meaning of (`refusal`: a sender filter, External Memory); its window is the stock Message
 History's, its newest Number of Messages rows, the current input included when Chat Input stored it first; its
-scope is its Session ID and Context ID, else the graph's session; tokens are counted with its Summary Model's
+scope is its Session ID and Context ID, else the graph's session; it has no model of its own, so with no Summary
+Model it retrieves as the stock Message History and says so; tokens are counted with its Summary Model's
 tokenizer; its fold after the reply reads the reply from the store, once Langflow stores it final
 (`wiring.after_reply`).
 It returns the summary message and the window, in the component's order, on the same store as the Agent, so both
@@ -29,7 +30,7 @@ from langflow_summarizing_agent.engine.settings import (
     whole_number,
 )
 from langflow_summarizing_agent.engine.tokens import counter_for
-from langflow_summarizing_agent.wiring.runner import Part, cached_history, run_turn, setting, turn_of
+from langflow_summarizing_agent.wiring.runner import KeptTurn, Part, cached_history, keep, run_turn, setting, turn_of
 from langflow_summarizing_agent.wiring.summary_model import (
     BUILD_REMEDY_OF_HISTORY,
     summarizer_for,
@@ -54,6 +55,10 @@ FALLBACK_NOTE = (
 )
 NO_SCOPE_NOTE = (
     "Summaries need the flow's id and owner; retrieved the last N messages as the stock Message History does."
+)
+NO_SUMMARY_MODEL_NOTE = (
+    f"No {FIELD_NAMES['summary_model']} picked: nothing is summarized; retrieved the last N messages as the stock "
+    f"Message History does. Pick a {FIELD_NAMES['summary_model']} on the node to summarize older messages."
 )
 
 StockRetrieval = Callable[[], Awaitable[Sequence[Message]]]
@@ -119,6 +124,11 @@ async def history(component: Any, stock_retrieval: StockRetrieval) -> History:
     settings = settings_of(component)
     if settings is None:
         return History(None, ())
+    if not has_summary_model(component):
+        # The Message History has no model of its own: nothing folds until one is picked, and it says so rather
+        # than failing a fold every run.
+        keep(component, KeptTurn(_turn_key(component), NO_SUMMARY_MODEL_NOTE))
+        return History(None, tuple(await stock_retrieval()))
     part = Part(
         name=NAME,
         key=_turn_key(component),
@@ -137,6 +147,14 @@ async def history(component: Any, stock_retrieval: StockRetrieval) -> History:
     kept = turn_of(component)
     has_summary = kept is not None and kept.turn is not None and bool(kept.turn.plan.summary_text)
     return _as_history(messages, has_summary, descending=descending)
+
+
+def has_summary_model(component: Any) -> bool:
+    """A Summary Model is picked on the node, or a model is connected to it (a flow saved that way)."""
+    model = getattr(component, "summary_model", None)
+    if isinstance(model, list):
+        return bool(model)
+    return bool(model) and not isinstance(model, str)
 
 
 def as_text(template: str, history: History) -> str:

@@ -3,9 +3,9 @@ and the fold settings; Retrieve mode hands the turn to `wiring.history_turn`."""
 
 from typing import Any, cast
 
-from lfx.base.models.unified_models import handle_model_input_update
 from lfx.components.models_and_agents.memory import MemoryComponent
 from lfx.field_typing.range_spec import RangeSpec
+from lfx.inputs.inputs import InputTypes
 from lfx.io import BoolInput, FloatInput, IntInput, MessageTextInput, SecretStrInput
 from lfx.schema.data import Data
 from lfx.schema.dataframe import DataFrame
@@ -17,12 +17,14 @@ from langflow_summarizing_agent.engine.settings import (
     DEFAULT_FOLD_BATCH,
     DEFAULT_HISTORY_TOKEN_BUDGET,
     DEFAULT_MAX_FOLDS_PER_TURN,
+    DEFAULT_N_MESSAGES,
     DEFAULT_SUMMARY_TIMEOUT_SECONDS,
     DEFAULT_SUMMARY_WORDS,
     FIELD_NAMES,
     MAX_MESSAGES_PER_FOLD,
     MIN_HISTORY_TOKEN_BUDGET,
     PINNED_KEY_RULE,
+    SUMMARIZING_N_MESSAGES,
 )
 from langflow_summarizing_agent.wiring import agent_turn, history_turn
 from langflow_summarizing_agent.wiring.summary_model import summary_model_picker
@@ -43,9 +45,39 @@ SETTING = {"override_skip": True, "api_editable": True}
 
 STOCK_N_MESSAGES = next(i for i in MemoryComponent.inputs if i.name == "n_messages")
 N_MESSAGES_INFO = (
-    "Messages sent word for word: the newest N, as by the stock Message History. With Summarize Older Messages on, "
-    "older messages reach the model through the summary before them. 0 turns memory off, summary included."
+    "Messages retrieved word for word: the newest N, as by the stock Message History. Older messages reach the model "
+    f"through the summary before them. {SUMMARIZING_N_MESSAGES} is a good start; switching Summarize Older Messages "
+    f"off sets the stock Message History's {DEFAULT_N_MESSAGES} if it is still at {SUMMARIZING_N_MESSAGES}. 0 turns "
+    "memory off, summary included."
 )
+"""Help of Number of Messages while Summarize Older Messages is on."""
+
+
+def _n_messages_input() -> InputTypes:
+    # On the node while the switch is on, so the window a new node retrieves is in sight; refreshed on edit, so a
+    # window that makes no sense is refused at once. A new node summarizes with the window the user guide recommends.
+    return STOCK_N_MESSAGES.model_copy(
+        update={
+            "info": N_MESSAGES_INFO,
+            "real_time_refresh": True,
+            "value": SUMMARIZING_N_MESSAGES,
+            "advanced": False,
+        }
+    )
+
+
+def _follow_the_switch(build_config: dotdict, enabled: bool) -> None:
+    """Number of Messages follows the switch: on the node at the recommended window while it is on; in the Parameters
+    panel at the stock default while it is off, so the switch off is the stock Message History. A number the user
+    set stays."""
+    field = build_config.get("n_messages")
+    if field is None:
+        return
+    old, new = (DEFAULT_N_MESSAGES, SUMMARIZING_N_MESSAGES) if enabled else (SUMMARIZING_N_MESSAGES, DEFAULT_N_MESSAGES)
+    if field.get("value") == old:
+        field["value"] = new
+    field["advanced"] = not enabled
+    field["info"] = N_MESSAGES_INFO if enabled else STOCK_N_MESSAGES.info
 
 
 class SummarizingMessageHistoryComponent(MemoryComponent):
@@ -63,10 +95,7 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
     }
 
     inputs = [  # noqa: RUF012 - Langflow declares inputs as a class list
-        *(
-            i.model_copy(update={"info": N_MESSAGES_INFO, "real_time_refresh": True}) if i.name == "n_messages" else i
-            for i in MemoryComponent.inputs
-        ),
+        *(_n_messages_input() if i.name == "n_messages" else i for i in MemoryComponent.inputs),
         BoolInput(
             name="summarize_older_messages",
             display_name=FIELD_NAMES["summarize_older_messages"],
@@ -95,8 +124,9 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
             name="summary_model",
             display_name=FIELD_NAMES["summary_model"],
             info=(
-                "The model that writes the summary; a cheap one will do. Built only when a fold runs; if it cannot "
-                "be built or fails, the fold fails and the run goes on."
+                "The model that writes the summary; a cheap one will do. None picked: nothing is summarized, the "
+                "last Number of Messages are retrieved as by the stock Message History, and the status says so. "
+                "Built only when a fold runs; if it cannot be built or fails, the fold fails and the run goes on."
             ),
             real_time_refresh=True,
             required=False,
@@ -206,11 +236,14 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
 
     def update_build_config(self, build_config: dotdict, field_value: Any, field_name: str | None = None) -> dotdict:
         build_config = super().update_build_config(build_config, field_value, field_name)
-        # It updates `build_config` in place and returns it.
-        handle_model_input_update(self, build_config, field_value, field_name, model_field_name="summary_model")
+        # Langflow's own refresh would fill an empty Summary Model with the first model listed, the dearest; the
+        # Agent's keeps the pick the user made.
+        agent_turn.refresh_summary_model_options(self, build_config, field_value, field_name)
         switch = build_config.get("summarize_older_messages") or {}
         enabled = bool(field_value if field_name == "summarize_older_messages" else switch.get("value"))
         retrieving = (build_config.get("mode") or {}).get("value") == "Retrieve"
+        if field_name == "summarize_older_messages":
+            _follow_the_switch(build_config, enabled)
         if enabled and field_name in (*CHECKED_FIELDS, "pinned_keys", "summarize_older_messages"):
             agent_turn.settle_settings(build_config, field_name, field_value, history_turn.FIELD_NAMES_OF_HISTORY)
         if enabled and field_name in ("memory", "summarize_older_messages"):
