@@ -194,3 +194,20 @@ async def test_the_status_names_the_message_history_and_counts_with_the_summary_
     assert kept.report.startswith("Summarizing Message History. The model got: ")
     assert kept.turn.counter.name == "o200k_base", "a model tiktoken does not know is counted in o200k_base"
     assert f"~{kept.turn.plan.history_tokens:,} tokens (counted in o200k_base)" in kept.report
+
+
+async def test_with_no_summary_model_picked_it_retrieves_as_the_stock_one_and_says_to_pick_one(langflow_db):
+    from langflow_summarizing_agent.wiring.history_turn import NO_SUMMARY_MODEL_NOTE
+    from tests.support.langflow_db import stored_summary
+
+    stock = HistoryChatSession(history_class=MemoryComponent, settings={"n_messages": 3})
+    ours = HistoryChatSession(settings=FOLD_EACH_TURN, picked_summary_model=[])
+    for chat in (stock, ours):
+        await hold(chat)
+
+    assert ours.memory == stock.memory
+    assert not ours.model.fold_calls
+    assert NO_SUMMARY_MODEL_NOTE in str(ours.last_agent.status)
+    assert "Pick a Summary Model on the node" in NO_SUMMARY_MODEL_NOTE
+    stored = await stored_summary(flow_id=ours.flow_id, user_id=ours.user_id, session_id=ours.session_id)
+    assert stored is None, "no fold was tried, so no failure is kept"
