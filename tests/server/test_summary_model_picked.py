@@ -56,4 +56,4 @@ def test_a_picked_summary_model_that_cannot_be_built_fails_the_folds_and_every_t
     assert len(steps) == TURNS
     failed = next(step for step in steps if "the fold after the previous reply failed" in step)
     assert "the summary model could not be built" in failed
-    assert "set the summary model api key" in failed
+    assert "set the Summary Model API Key" in failed
