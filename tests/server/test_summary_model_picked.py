@@ -45,6 +45,7 @@ def test_a_picked_summary_model_that_cannot_be_built_fails_the_folds_and_every_t
     [summary] = state["summaries"]
     assert summary["failed_folds"] >= 1
     assert summary["folded_count"] == 0
+    assert summary["fold_failure"].startswith("RuntimeError: the summary model could not be built")
     # A reply's content blocks, grouped under "Agent Steps" or flat, as the Playground receives them.
     blocks = [
         item

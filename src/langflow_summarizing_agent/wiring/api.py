@@ -63,6 +63,8 @@ class SummaryRead(BaseModel):
     summary_model: str | None
     failed_folds: int
     retry_after: datetime | None
+    fold_failure: str | None = None
+    """Why the last fold failed, in a few words (never summary text nor a pinned value); None once one succeeds."""
     updated_at: datetime
 
 
@@ -226,5 +228,6 @@ def _summary_read(found: SessionSummary) -> SummaryRead:
         summary_model=summary.summary_model,
         failed_folds=summary.failed_folds,
         retry_after=summary.retry_after,
+        fold_failure=summary.fold_failure,
         updated_at=summary.updated_at,
     )
