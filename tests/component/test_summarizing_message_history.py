@@ -3,9 +3,10 @@ its own prompt (Chat Input -> Prompt with {memory} -> Language Model -> Chat Out
 
 from __future__ import annotations
 
+from uuid import uuid4
+
 import pytest
 from lfx.components.models_and_agents.memory import MemoryComponent
-from lfx.exceptions.component import ComponentBuildError
 
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_message_history import (
     SummarizingMessageHistoryComponent,
@@ -166,12 +167,12 @@ def test_with_the_switch_on_retrieve_filters_no_sender_and_hides_the_filter():
     assert off["sender_type"]["show"]
 
 
-async def test_a_run_with_a_bad_number_of_messages_names_the_field_as_the_message_history_shows_it(langflow_db):
-    chat = HistoryChatSession(settings={"n_messages": -1})
-    with pytest.raises(ComponentBuildError) as raised:
-        await chat.say(FIRST)
-    assert "Number of Messages must be 0 (no memory) or more, got -1" in str(raised.value)
-    assert "Chat History" not in str(raised.value)
+async def test_a_number_of_messages_of_minus_one_runs_as_memory_off(langflow_db):
+    chat = HistoryChatSession(settings={**FOLD_EACH_TURN, "n_messages": -1})
+    await hold(chat)
+
+    assert chat.memory == "", "no summary and no window: memory off"
+    assert not chat.model.fold_calls
 
 
 def test_switching_off_hides_the_fold_settings_and_allows_a_sender_filter():
@@ -196,7 +197,9 @@ async def test_the_status_names_the_message_history_and_counts_with_the_summary_
     assert f"~{kept.turn.plan.history_tokens:,} tokens (counted in o200k_base)" in kept.report
 
 
-async def test_with_no_summary_model_picked_it_retrieves_as_the_stock_one_and_says_to_pick_one(langflow_db):
+async def test_with_no_summary_model_and_no_model_picked_after_it_it_retrieves_as_the_stock_one_and_says_to_pick_one(
+    langflow_db,
+):
     from langflow_summarizing_agent.wiring.history_turn import NO_SUMMARY_MODEL_NOTE
     from tests.support.langflow_db import stored_summary
 
@@ -208,6 +211,42 @@ async def test_with_no_summary_model_picked_it_retrieves_as_the_stock_one_and_sa
     assert ours.memory == stock.memory
     assert not ours.model.fold_calls
     assert NO_SUMMARY_MODEL_NOTE in str(ours.last_agent.status)
+    assert "no language model found after this Message History" in NO_SUMMARY_MODEL_NOTE
     assert "Pick a Summary Model on the node" in NO_SUMMARY_MODEL_NOTE
     stored = await stored_summary(flow_id=ours.flow_id, user_id=ours.user_id, session_id=ours.session_id)
     assert stored is None, "no fold was tried, so no failure is kept"
+
+
+def test_with_no_summary_model_it_folds_with_the_model_picked_on_the_first_language_model_after_it():
+    """Message History -> Prompt -> Language Model: the fold is built as the Language Model builds its model, with the
+    key typed in its API Key field, without streaming, and the summary names that model."""
+    from unittest.mock import patch
+
+    from lfx.components.input_output import ChatInput, ChatOutput
+    from lfx.components.models_and_agents.language_model import LanguageModelComponent
+    from lfx.components.models_and_agents.prompt import PromptComponent
+    from lfx.graph import Graph
+
+    from langflow_summarizing_agent.wiring import summary_model
+
+    picked = [{"name": "gpt-4o-mini", "provider": "OpenAI", "metadata": {}}]
+    chat_input = ChatInput(_id="chat_input")
+    history = SummarizingMessageHistoryComponent(_id="history")
+    history.set(summary_model=[])
+    prompt = PromptComponent(_id="prompt")
+    prompt.set(
+        template="{memory} {question}", memory=history.retrieve_messages_as_text, question=chat_input.message_response
+    )
+    language_model = LanguageModelComponent(_id="language_model")
+    language_model.set(model=picked, api_key="the flow model's key", input_value=prompt.build_prompt)
+    chat_output = ChatOutput(_id="chat_output")
+    chat_output.set(input_value=language_model.text_response)
+    graph = Graph(chat_input, chat_output, user_id=str(uuid4()))
+    component = graph.get_vertex("history").custom_component
+    built: dict = {}
+
+    with patch("lfx.base.models.unified_models.get_llm", side_effect=lambda **kw: built.update(kw)):
+        summary_model.build_summary_model(component)
+
+    assert (built["model"], built["api_key"], built["stream"]) == (picked, "the flow model's key", False)
+    assert summary_model.summary_model_name(component) == "gpt-4o-mini"

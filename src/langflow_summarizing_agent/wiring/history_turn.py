@@ -4,9 +4,9 @@ The component's Retrieve mode calls `history()`. What is the Message History's o
 would change the meaning of (`refusal`: a sender filter, External Memory); its window is the stock Message
 History's, its newest Number of Messages rows, the current input included when Chat Input stored it first; its
 scope is its Session ID and Context ID, else the graph's session; it has no model of its own, so with no Summary
-Model it retrieves as the stock Message History and says so; tokens are counted with its Summary Model's
-tokenizer; its fold after the reply reads the reply from the store, once Langflow stores it final
-(`wiring.after_reply`).
+Model it folds with the flow's own language model, the first one after it, and with none in the flow it retrieves
+as the stock Message History and says so; tokens are counted with the summary model's tokenizer; its fold after the
+reply reads the reply from the store, once Langflow stores it final (`wiring.after_reply`).
 It returns the summary message and the window, in the component's order, on the same store as the Agent, so both
 components share a session's summary.
 """
@@ -33,6 +33,7 @@ from langflow_summarizing_agent.engine.tokens import counter_for
 from langflow_summarizing_agent.wiring.runner import KeptTurn, Part, cached_history, keep, run_turn, setting, turn_of
 from langflow_summarizing_agent.wiring.summary_model import (
     BUILD_REMEDY_OF_HISTORY,
+    flow_model_node,
     summarizer_for,
     summary_model_builder,
     summary_model_name,
@@ -57,8 +58,9 @@ NO_SCOPE_NOTE = (
     "Summaries need the flow's id and owner; retrieved the last N messages as the stock Message History does."
 )
 NO_SUMMARY_MODEL_NOTE = (
-    f"No {FIELD_NAMES['summary_model']} picked: nothing is summarized; retrieved the last N messages as the stock "
-    f"Message History does. Pick a {FIELD_NAMES['summary_model']} on the node to summarize older messages."
+    f"No {FIELD_NAMES['summary_model']} picked and no language model found after this Message History in the flow: "
+    "nothing is summarized; retrieved the last N messages as the stock Message History does. Pick a "
+    f"{FIELD_NAMES['summary_model']} on the node to summarize older messages."
 )
 
 StockRetrieval = Callable[[], Awaitable[Sequence[Message]]]
@@ -124,9 +126,9 @@ async def history(component: Any, stock_retrieval: StockRetrieval) -> History:
     settings = settings_of(component)
     if settings is None:
         return History(None, ())
-    if not has_summary_model(component):
-        # The Message History has no model of its own: nothing folds until one is picked, and it says so rather
-        # than failing a fold every run.
+    if not has_summary_model(component) and flow_model_node(component) is None:
+        # The Message History has no model of its own and the flow has none after it: nothing folds until one is
+        # picked, and it says so rather than failing a fold every run.
         keep(component, KeptTurn(_turn_key(component), NO_SUMMARY_MODEL_NOTE))
         return History(None, tuple(await stock_retrieval()))
     part = Part(

@@ -1,5 +1,5 @@
 """The model that folds: the Summary Model picked on the node (a flow saved with a model connected to it keeps that
-model), else the Agent's own model, with streaming off.
+model), else the Agent's own model, or for the Message History the flow's own (`flow_model_node`), with streaming off.
 
 `summarizer_for()` wraps it as the engine's `Summarizer`: built on its first call (a turn that does not fold never
 builds one), called with no callbacks (fold tokens never reach the Playground stream or the agent's trace) and
@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel, BaseLanguageModel
@@ -25,6 +26,7 @@ from langflow_summarizing_agent.engine.prompt import FoldAnswerCutOff, FoldToolC
 
 if TYPE_CHECKING:
     from lfx.custom.custom_component.component import Component
+    from lfx.graph.vertex.base import Vertex
     from lfx.io import ModelInput
 
 logger = logging.getLogger(__name__)
@@ -92,9 +94,11 @@ def _builder(component: Component) -> Callable[[], BaseLanguageModel]:
         return _picked_model(component, connected, key)
     if connected and not isinstance(connected, list | str):
         return lambda: connected
-    # A component without a model of its own (the Message History) folds with the one picked on it, or none.
+    # A component without a model of its own (the Message History) folds with the one picked on it, else with the
+    # flow's own language model, or none.
     if not isinstance(component, AgentComponent):
-        return _picked_model(component, [], key)
+        node = flow_model_node(component)
+        return _flow_model(component, node) if node is not None else _picked_model(component, [], key)
     return functools.partial(
         get_llm,
         model=langflow_private.resolve_selected_model(component),
@@ -132,6 +136,60 @@ def _picked_model(component: Component, picked: list[Any], api_key: object) -> C
     )
 
 
+MODEL_FIELD = "model"
+"""The input a flow's language model is picked in: Langflow's model picker on the Language Model component, the Agent
+and any component built like them."""
+
+
+def flow_model_node(component: Component) -> Vertex | None:
+    """The flow's own language model for a component without one (the Message History): the first node its outputs
+    reach, breadth first over the flow's edges, with a model picked in its `MODEL_FIELD` (a connected model is no
+    pick and is passed over). None outside a flow or when no node after it has a model picked."""
+    vertex = langflow_private.vertex_of(component)
+    graph = getattr(vertex, "graph", None)
+    if vertex is None or graph is None:
+        return None
+    seen = {vertex.id}
+    queue = deque(graph.successor_map.get(vertex.id, ()))
+    while queue:
+        node_id = queue.popleft()
+        if node_id in seen:
+            continue
+        seen.add(node_id)
+        node = graph.get_vertex(node_id)
+        if _model_key(node.params.get(MODEL_FIELD)) is not None:
+            return node
+        queue.extend(graph.successor_map.get(node_id, ()))
+    return None
+
+
+def _flow_model(component: Component, node: Vertex) -> Callable[[], BaseLanguageModel]:
+    """The model picked on `node`, built as the Language Model component builds it, without streaming, with the
+    values its fields hold now (read once: a fold after the reply never reads the flow)."""
+    from lfx.base.models.unified_models import get_llm
+
+    params: Mapping[str, Any] = dict(node.params)
+    return functools.partial(
+        get_llm,
+        model=params[MODEL_FIELD],
+        user_id=component.user_id,
+        api_key=_key_of(node),
+        stream=False,
+        max_tokens=params.get("max_tokens"),
+        watsonx_url=params.get("base_url_ibm_watsonx"),
+        watsonx_project_id=params.get("project_id"),
+        ollama_base_url=params.get("ollama_base_url"),
+    )
+
+
+def _key_of(node: Vertex) -> object:
+    """The node's API Key as `get_llm` takes it: a key typed in the field, or, from a field that loads from the
+    database, the name of the user's global variable, which `get_llm` resolves for the user as Langflow resolves the
+    node's own (the user's variable, else the environment); blank: the key configured for the provider."""
+    key = node.params.get("api_key")
+    return key or None
+
+
 def summary_model_name(component: Component) -> str | None:
     """The summary model's name for the stored summary, read off the inputs: nothing is built for it."""
     connected = getattr(component, "summary_model", None)
@@ -139,6 +197,11 @@ def summary_model_name(component: Component) -> str | None:
         return _picked_name(connected)
     if connected and not isinstance(connected, str):
         return model_name_of(connected)
+    from lfx.components.models_and_agents.agent import AgentComponent
+
+    if not isinstance(component, AgentComponent):
+        node = flow_model_node(component)
+        return _picked_name(node.params[MODEL_FIELD]) if node is not None else None
     return agent_model_name(component)
 
 

@@ -124,7 +124,8 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
             name="summary_model",
             display_name=FIELD_NAMES["summary_model"],
             info=(
-                "The model that writes the summary; a cheap one will do. None picked: nothing is summarized, the "
+                "The model that writes the summary; a cheap one will do. Empty: the flow's own language model, the "
+                "first one after this Message History, summarizes; with none in the flow nothing is summarized, the "
                 "last Number of Messages are retrieved as by the stock Message History, and the status says so. "
                 "Built only when a fold runs; if it cannot be built or fails, the fold fails and the run goes on."
             ),
