@@ -28,7 +28,9 @@ def harness(langflow_db: LangflowDatabase, insert_messages) -> Harness:
     async def add(scope: MemoryScope, rows: list[tuple[datetime, str]], **columns: Any) -> list[str]:
         return [str(row.id) for row in await insert_messages(scope, rows, **columns)]
 
-    return Harness(database_store, add, _delete_behind_langflows_back, _reset_session, _count_summary_rows)
+    return Harness(
+        database_store, add, _delete_behind_langflows_back, _reset_session, _count_summary_rows, _fold_queued
+    )
 
 
 def _memory_harness() -> Harness:
@@ -53,6 +55,7 @@ def _memory_harness() -> Harness:
         rows = [key for key in fake.rows if (key[0], key[2]) == (str(scope.flow_id), scope.session_id)]
         for key in rows:
             del fake.rows[key]
+            fake.fold_marks.pop(key, None)
         return len(rows)
 
     async def count(flow_id: uuid.UUID) -> int:
@@ -61,7 +64,10 @@ def _memory_harness() -> Harness:
     def make_store(scope: Scope, *, before: Any = None, through: Any = None) -> SessionStore:
         return fake.store(scope, before=before, through=through)
 
-    return Harness(make_store, add, delete, reset, count)
+    async def queued(scope: MemoryScope, since: datetime) -> bool:
+        return fake.fold_queued(scope.flow_id, scope.session_id, None, since)
+
+    return Harness(make_store, add, delete, reset, count, queued)
 
 
 async def _delete_behind_langflows_back(message_ids: list[str]) -> None:
@@ -87,3 +93,9 @@ async def _count_summary_rows(flow_id: uuid.UUID) -> int:
 
     async with session_scope() as session:
         return await session.run_sync(lambda sync: SummaryRows(sync.connection()).count(flow_id))
+
+
+async def _fold_queued(scope: MemoryScope, since: datetime) -> bool:
+    from langflow_summarizing_agent.storage.store import session_fold_queued
+
+    return await session_fold_queued(flow_id=scope.flow_id, session_id=scope.session_id, since=since)

@@ -1,10 +1,10 @@
 """The session store's contract harness, shared by `test_store_contract.py` and `test_store_reads.py`.
 
 Each backend (the in-memory fake, SQLite and Postgres) gives a `Harness`: a `SessionStore` per scope, a way to store
-and delete chat messages as Langflow does (without the listeners, which `test_lifecycle` covers), and the two
-session-wide row operations the rules need (reset a session's rows, count a flow's rows). The `harness` fixture, which
-builds it on the backend of `langflow_db`, is in this directory's conftest.py; `EVERY_BACKEND` parametrizes a
-contract module over the three backends.
+and delete chat messages as Langflow does (without the listeners, which `test_lifecycle` covers), and the
+session-wide row operations the rules need (reset a session's rows, count a flow's rows, read a queued fold's mark).
+The `harness` fixture, which builds it on the backend of `langflow_db`, is in this directory's conftest.py;
+`EVERY_BACKEND` parametrizes a contract module over the three backends.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ class Harness:
     delete_rows: Callable[[list[str]], Awaitable[None]]
     reset_rows: Callable[[MemoryScope], Awaitable[int]]
     count_rows: Callable[[uuid.UUID], Awaitable[int]]
+    queued_rows: Callable[[MemoryScope, datetime], Awaitable[bool]]
 
     async def add(self, scope: MemoryScope, rows: list[tuple[datetime, str]], **columns: Any) -> list[str]:
         """Store messages (User and Machine alternating); their ids in the order given."""
@@ -61,6 +62,10 @@ class Harness:
     async def count(self, flow_id: uuid.UUID) -> int:
         """The flow's summary rows (every owner, session and context)."""
         return await self.count_rows(flow_id)
+
+    async def fold_queued(self, scope: MemoryScope, since: datetime) -> bool:
+        """Whether a fold marked the session's summary (any owner or context) after `since`, as the HTTP API reads."""
+        return await self.queued_rows(scope, since)
 
     def session(self, scope: MemoryScope, *, before: Any = None, through: Any = None, **overrides: Any) -> SessionStore:
         """The store of `scope` (`context_id` and any id overridden), its reads ending before or through a message."""

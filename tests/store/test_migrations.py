@@ -24,6 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 REVISIONS = sorted((REPO_ROOT / "migrations" / "versions").glob("*.py"))
 FIRST_REVISION_ID = "3f9c1a7e5b20"
 FOLDED_TOKENS_REVISION_ID = "8d2e4b6a1c37"
+FOLD_FAILURE_REVISION_ID = "5b7d9e1f3a42"
 SUBPROCESS_TIMEOUT_SECONDS = 180
 
 
@@ -137,6 +138,20 @@ async def test_a_row_stored_before_fold_failures_were_kept_has_none(empty_databa
     with inspected(url) as inspector:
         columns = {column["name"]: column for column in inspector.get_columns(TABLE_NAME)}
     assert columns["fold_failure"]["nullable"] is True
+
+
+async def test_the_queued_fold_mark_is_added_and_dropped(empty_database_url: str) -> None:
+    url = empty_database_url
+    await migrate.upgrade(url)
+    migrate.downgrade(url, FOLD_FAILURE_REVISION_ID)
+    with inspected(url) as inspector:
+        assert "fold_queued_at" not in {column["name"] for column in inspector.get_columns(TABLE_NAME)}
+
+    await migrate.upgrade(url)
+
+    with inspected(url) as inspector:
+        columns = {column["name"]: column for column in inspector.get_columns(TABLE_NAME)}
+    assert columns["fold_queued_at"]["nullable"] is True
 
 
 def test_our_table_stays_out_of_langflow_metadata() -> None:

@@ -261,3 +261,65 @@ async def test_why_the_last_fold_failed_is_kept_until_a_save_clears_it(
 
     assert await store.save(dataclasses.replace(failing, failed_folds=0, retry_after=None, fold_failure=None))
     assert (await store.load()).fold_failure is None
+
+
+# A queued fold's mark
+
+
+async def test_a_queued_fold_marks_the_summary_until_it_clears_its_own_mark(
+    harness: Harness, memory_scope: MemoryScope
+) -> None:
+    before = datetime.now(timezone.utc) - timedelta(seconds=1)
+    store = harness.session(memory_scope)
+    first = await saved(harness, memory_scope, "first")
+    assert not await harness.fold_queued(memory_scope, before)
+
+    mark = await store.mark_fold_queued()
+    assert mark is not None
+    assert await harness.fold_queued(memory_scope, before)
+    # The mark is no part of the summary: a save by compare-and-swap keeps it and still wins.
+    assert await store.load() == first
+    assert await store.save(dataclasses.replace(first, text="folded")) is not None
+    assert await harness.fold_queued(memory_scope, before)
+
+    await store.clear_fold_queued(mark)
+    assert not await harness.fold_queued(memory_scope, before)
+
+
+async def test_a_mark_older_than_the_bound_counts_as_gone(harness: Harness, memory_scope: MemoryScope) -> None:
+    await saved(harness, memory_scope)
+    mark = await harness.session(memory_scope).mark_fold_queued()
+    assert mark is not None
+    assert not await harness.fold_queued(memory_scope, mark)
+
+
+async def test_clearing_an_earlier_mark_keeps_a_later_one(harness: Harness, memory_scope: MemoryScope) -> None:
+    await saved(harness, memory_scope)
+    here, elsewhere = harness.session(memory_scope), harness.session(memory_scope)
+    earlier = await here.mark_fold_queued()
+    assert earlier is not None
+    await asyncio.sleep(0.002)
+    later = await elsewhere.mark_fold_queued()
+    assert later is not None and later > earlier
+
+    await here.clear_fold_queued(earlier)
+    assert await harness.fold_queued(memory_scope, earlier)
+    await elsewhere.clear_fold_queued(later)
+    assert not await harness.fold_queued(memory_scope, earlier - timedelta(seconds=1))
+
+
+async def test_without_a_summary_or_scope_nothing_is_marked(harness: Harness, memory_scope: MemoryScope) -> None:
+    await harness.add(memory_scope, [(at(0), "hello")])
+    assert await harness.session(memory_scope).mark_fold_queued() is None
+    await saved(harness, memory_scope)
+    assert await harness.session(memory_scope, user_id=uuid.uuid4()).mark_fold_queued() is None
+    assert await harness.session(memory_scope, session_id="").mark_fold_queued() is None
+
+
+async def test_a_reset_takes_the_mark_with_the_summary(harness: Harness, memory_scope: MemoryScope) -> None:
+    before = datetime.now(timezone.utc) - timedelta(seconds=1)
+    await saved(harness, memory_scope)
+    assert await harness.session(memory_scope).mark_fold_queued() is not None
+    assert await harness.reset(memory_scope) == 1
+    await saved(harness, memory_scope)
+    assert not await harness.fold_queued(memory_scope, before)

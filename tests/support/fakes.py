@@ -45,6 +45,8 @@ class InMemoryDatabase:
         self.contexts: dict[str, str | None] = {}
         self.errors: set[str] = set()
         self.rows: dict[tuple[str, str, str, str], Summary] = {}
+        self.fold_marks: dict[tuple[str, str, str, str], datetime] = {}
+        """When a fold was queued for a row's scope (`SessionStore.mark_fold_queued`), until it ends."""
         self.saves = 0
         self.reads = 0
         self.fold_locks = HeldScopes()
@@ -63,6 +65,16 @@ class InMemoryDatabase:
         gone = set(map(str, message_ids))
         for key, messages in self.sessions.items():
             self.sessions[key] = [m for m in messages if m.id not in gone]
+
+    def fold_queued(self, flow_id: Any, session_id: str, context_id: str | None, since: datetime) -> bool:
+        """As `storage.store.session_fold_queued`: a marked row of the session (of one context when given)."""
+        return any(
+            (key[0], key[2]) == (str(flow_id), session_id)
+            and (context_id is None or key[3] == (context_id or NO_CONTEXT))
+            and key in self.rows
+            and mark > since
+            for key, mark in self.fold_marks.items()
+        )
 
     def store(self, scope: Scope, *, before: Any = None, through: Any = None) -> InMemorySessionStore:
         return InMemorySessionStore(self, scope, before=before, through=through)
@@ -87,6 +99,16 @@ class InMemorySessionStore:
 
     def fold_lock(self) -> AbstractAsyncContextManager[bool]:
         return self.database.fold_locks.hold(self.scope.key)
+
+    async def mark_fold_queued(self) -> datetime | None:
+        if not self._resolved or self._row_key not in self.database.rows:
+            return None
+        mark = self.database.fold_marks[self._row_key] = utcnow()
+        return mark
+
+    async def clear_fold_queued(self, mark: datetime) -> None:
+        if self._resolved and self.database.fold_marks.get(self._row_key) == mark:
+            del self.database.fold_marks[self._row_key]
 
     @property
     def _resolved(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Hashable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import datetime
 from typing import Protocol
 
 from langflow_summarizing_agent.engine.records import Cursor, Scope, StoredMessage, Summary
@@ -58,6 +59,15 @@ class SessionStore(Protocol):
         holds the summary's cursor message (or, without a cursor, any message): a deleted session gets no row
         back. `summary` itself is never changed.
         """
+        ...
+
+    async def mark_fold_queued(self) -> datetime | None:
+        """Mark the stored summary as having a fold queued (after the reply), so reads elsewhere wait for it; the
+        mark, to clear it with, or None when there is no summary to mark. It never changes the version."""
+        ...
+
+    async def clear_fold_queued(self, mark: datetime) -> None:
+        """Clear the mark `mark_fold_queued` returned, unless a later one replaced it."""
         ...
 
     def fold_lock(self) -> AbstractAsyncContextManager[bool]:

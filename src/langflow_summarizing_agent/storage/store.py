@@ -3,7 +3,8 @@
 - `DatabaseStore` serves one scope: a turn's read is one statement (`load_turn`), a save one more. It reads
   messages through `messages` and writes the summary row through `summaries.SummaryRows`, each call in a
   transaction of its own. Its fold lock is the process's `HeldScopes`, and on PostgreSQL an advisory lock too.
-- `session_summaries()` and `reset_session()` read and reset a whole session.
+- `session_summaries()` and `reset_session()` read and reset a whole session; `session_fold_queued()` and
+  `session_folds_ended()` tell whether a fold of it is queued or running in any worker.
 
 Nothing here migrates: the summary table is brought to head by `wiring.runtime.Runtime.ready()` (or
 `langflow summarizing-agent migrate`) before a store is used.
@@ -24,6 +25,7 @@ import hashlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from datetime import datetime
 from functools import cache
 from typing import Any, TypeVar
 from uuid import UUID
@@ -57,7 +59,7 @@ from langflow_summarizing_agent.storage.summaries import (
     to_summary,
 )
 
-__all__ = ["DatabaseStore", "database_available", "reset_session", "session_summaries"]
+__all__ = ["DatabaseStore", "database_available", "reset_session", "session_fold_queued", "session_summaries"]
 
 _T = TypeVar("_T")
 _Owned = tuple[UUID, Any]
@@ -194,6 +196,23 @@ class DatabaseStore:
             stmt = select(func.count()).select_from(message_reads.message_class()).where(*filters)
             return int((await session.exec(stmt)).one())
 
+    async def mark_fold_queued(self) -> datetime | None:
+        owned = self._resolved()
+        if owned is None:
+            return None
+        mark = utcnow()
+        marked = await _on_rows(
+            lambda rows: rows.mark_fold_queued(owned, self.scope.session_id, self.scope.context_id, mark)
+        )
+        return mark if marked else None
+
+    async def clear_fold_queued(self, mark: datetime) -> None:
+        owned = self._resolved()
+        if owned is not None:
+            await _on_rows(
+                lambda rows: rows.clear_fold_queued(owned, self.scope.session_id, self.scope.context_id, mark)
+            )
+
     @asynccontextmanager
     async def fold_lock(self) -> AsyncIterator[bool]:
         key = self.scope.key
@@ -241,6 +260,15 @@ async def session_summaries(*, flow_id: Id, session_id: str, context_id: str | N
     if owned is None or not session_id:
         return []
     return await _on_rows(lambda rows: rows.summaries(owned[0], session_id, context_id))
+
+
+async def session_fold_queued(*, flow_id: Id, session_id: str, context_id: str | None = None, since: datetime) -> bool:
+    """Whether a fold after the reply, queued or running in any worker, marked the session's summary (of
+    `context_id` when given) after `since` and has not ended."""
+    owned = _owned(flow_id, None)
+    if owned is None or not session_id:
+        return False
+    return await _on_rows(lambda rows: rows.fold_queued(owned[0], session_id, context_id, since))
 
 
 async def session_folds_ended(*, flow_id: Id, session_id: str, timeout_seconds: float) -> bool:

@@ -189,6 +189,32 @@ class SummaryRows:
         )
         return row_id if self.connection.execute(stmt).rowcount == 1 else None
 
+    def mark_fold_queued(self, owned: _Owned, session_id: str, context_id: str | None, mark: datetime) -> bool:
+        """Mark one scope's row as having a fold queued since `mark`; False without a row."""
+        here = summary_where(
+            flow_id=owned[0], user_id=owned[1], session_id=session_id, context_id=context_id or NO_CONTEXT
+        )
+        stmt = update(SUMMARIES).where(*here).values(fold_queued_at=mark)
+        return bool(self.connection.execute(stmt).rowcount)
+
+    def clear_fold_queued(self, owned: _Owned, session_id: str, context_id: str | None, mark: datetime) -> None:
+        """Clear one scope's mark if it is still `mark`: a fold queued later, here or elsewhere, keeps its own."""
+        here = summary_where(
+            flow_id=owned[0], user_id=owned[1], session_id=session_id, context_id=context_id or NO_CONTEXT
+        )
+        stmt = update(SUMMARIES).where(*here, SUMMARIES.c.fold_queued_at == mark).values(fold_queued_at=None)
+        self.connection.execute(stmt)
+
+    def fold_queued(self, flow_id: UUID, session_id: str, context_id: str | None, since: datetime) -> bool:
+        """Whether a row of the session (of `context_id` when given) was marked after `since` and not cleared."""
+        stmt = sa_select(
+            exists().where(
+                *summary_where(flow_id=flow_id, session_id=session_id, context_id=_context_or_any(context_id)),
+                SUMMARIES.c.fold_queued_at > since,
+            )
+        )
+        return bool(self.connection.execute(stmt).scalar())
+
     def purge(
         self,
         flow_id: UUID,
