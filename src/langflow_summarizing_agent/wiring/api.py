@@ -5,10 +5,11 @@ Routes, under `ROUTE_PREFIX`:
 - `GET /sessions/{session_id}/summary?flow_id=...[&context_id=...]`: the session's summaries (summary text, pinned
   values, cursor, how many messages the summary covers, version, summary model, updated time), one per context and
   message owner; `context_id` narrows to one context (`""` is "no context"). A summary whose messages are gone
-  reads as empty, as the next turn sees it. A read waits for the session's running folds, in whichever worker they
-  run (up to `FOLD_WAIT_SECONDS`; `fold_running` says when one still runs).
-- `DELETE` on the same path: reset. The rows are deleted and the next turn rebuilds the summary from the stored
-  messages. Without `context_id` every context of the session is reset.
+  reads as empty, as the next turn sees it. A read waits for the session's folds after the reply, queued or running,
+  in whichever worker they are (up to `FOLD_WAIT_SECONDS`; `fold_pending` says when one has not saved by then, and
+  each summary's `version` which one was read). A first fold, before the session has a summary, is not waited for.
+- `DELETE` on the same path: reset, after the same wait. The rows are deleted and the next turn rebuilds the summary
+  from the stored messages. Without `context_id` every context of the session is reset.
 - `/sessions/{session_id}/state` is the same pair under its 0.1.0 path, deprecated; `states` in the answer is the
   same list as `summaries`.
 
@@ -19,7 +20,9 @@ missing one. Sessions belong to their flow, as in the monitor, so the flow check
 
 from __future__ import annotations
 
-from datetime import datetime
+import asyncio
+import time
+from datetime import datetime, timedelta
 from typing import Annotated, Any, NoReturn
 from uuid import UUID
 
@@ -27,17 +30,24 @@ from fastapi import APIRouter, HTTPException, Query, status
 from langflow.api.utils import CurrentActiveUser, DbSession
 from pydantic import BaseModel, Field
 
-from langflow_summarizing_agent.engine.records import NO_CONTEXT
-from langflow_summarizing_agent.storage.store import reset_session, session_folds_ended, session_summaries
+from langflow_summarizing_agent.engine.records import NO_CONTEXT, utcnow
+from langflow_summarizing_agent.storage.store import (
+    reset_session,
+    session_fold_queued,
+    session_folds_ended,
+    session_summaries,
+)
 from langflow_summarizing_agent.storage.summaries import SessionSummary
 from langflow_summarizing_agent.wiring import runtime
-from langflow_summarizing_agent.wiring.after_reply import FOLD_WAIT_SECONDS
+from langflow_summarizing_agent.wiring.after_reply import FOLD_WAIT_SECONDS, QUEUED_MARK_SECONDS
 
 __all__ = ["MAX_ID_LENGTH", "ROUTE_PREFIX", "router"]
 
 ROUTE_PREFIX = "/api/v1/summarizing-agent"
 MAX_ID_LENGTH = 1024
 """Longest session or context id the API accepts. Langflow sets no limit; ids it makes are far shorter."""
+QUEUED_POLL_SECONDS = 0.1
+"""How often a read waiting for a fold queued in another worker looks at the summary's mark again."""
 
 router = APIRouter(prefix=ROUTE_PREFIX, tags=["Summarizing Agent"])
 
@@ -72,8 +82,10 @@ class SessionSummaryRead(BaseModel):
     flow_id: UUID
     session_id: str
     summaries: list[SummaryRead]
-    fold_running: bool = False
-    """True when a fold of the session still ran after the read waited for it: the summary is the one before it."""
+    fold_pending: bool = False
+    """True when a fold of the session, queued or running in any worker, had not saved after the read waited for it:
+    each summary is the one before it (its `version` says which)."""
+    fold_running: bool = Field(default=False, deprecated="Use fold_pending; the same value.")
     states: list[SummaryRead] = Field(deprecated="Use summaries; the same list.")
 
 
@@ -96,7 +108,7 @@ async def read_session_summary(
     flow_uuid = _valid_request(flow_id, session_id, context_id)
     await _ensure_flow_or_404(session, flow_uuid, current_user, write=False)
     await _ensure_storage()
-    ended = await _folds_ended(flow_uuid, session_id, context_id)
+    pending = not await _folds_ended(flow_uuid, session_id, context_id)
     found = await session_summaries(flow_id=flow_uuid, session_id=session_id, context_id=context_id)
     if not found:
         raise HTTPException(
@@ -106,7 +118,12 @@ async def read_session_summary(
         )
     summaries = [_summary_read(one) for one in found]
     return SessionSummaryRead(
-        flow_id=flow_uuid, session_id=session_id, summaries=summaries, fold_running=not ended, states=summaries
+        flow_id=flow_uuid,
+        session_id=session_id,
+        summaries=summaries,
+        fold_pending=pending,
+        fold_running=pending,
+        states=summaries,
     )
 
 
@@ -129,12 +146,25 @@ async def reset_session_summary(
 
 
 async def _folds_ended(flow_id: UUID, session_id: str, context_id: str | None) -> bool:
-    """Wait for the session's running folds, in this worker and in any other: a read or reset right after a turn
-    sees what the fold after its reply saved, wherever it lands. False when one still runs after the wait."""
+    """Wait for the session's folds after the reply, queued or running, in this worker and in any other: a read or
+    reset right after a turn sees what the fold after its reply saved, wherever it lands, even when that fold waits
+    for a place. False when one has not ended after `FOLD_WAIT_SECONDS`."""
+    deadline = time.monotonic() + FOLD_WAIT_SECONDS
     await runtime.current().timing.wait_for(
         lambda key: _in_session(key, flow_id=flow_id, session_id=session_id, context_id=context_id)
     )
-    return await session_folds_ended(flow_id=flow_id, session_id=session_id, timeout_seconds=FOLD_WAIT_SECONDS)
+    # Another worker's queued fold holds no lock yet: the mark on the summary tells of it.
+    while await session_fold_queued(
+        flow_id=flow_id,
+        session_id=session_id,
+        context_id=context_id,
+        since=utcnow() - timedelta(seconds=QUEUED_MARK_SECONDS),
+    ):
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(QUEUED_POLL_SECONDS)
+    left = max(deadline - time.monotonic(), QUEUED_POLL_SECONDS)
+    return await session_folds_ended(flow_id=flow_id, session_id=session_id, timeout_seconds=left)
 
 
 def _in_session(key: tuple[str, ...], *, flow_id: UUID, session_id: str, context_id: str | None) -> bool:

@@ -30,6 +30,8 @@ session:
   makes no summary call, waits for that fold without holding a place, and then runs again (waiting again if the
   other worker started the session's next fold meanwhile), so it follows them as the session's next fold would in
   one worker (unless a newer turn here left one);
+- while a fold waits or runs, it marks the session's summary (`SessionStore.mark_fold_queued`), so a read through
+  the API in any worker waits for it; a mark that cannot be written is logged, and the fold goes on;
 - a fold that fails is logged and recorded for the session's next turn; one that is cancelled (the server shuts
   down) leaves the summary as it was, since only a completed fold saves.
 """
@@ -37,6 +39,7 @@ session:
 from langflow_summarizing_agent.wiring.after_reply.folds import (
     DEFAULT_MAX_RUNNING,
     MAX_RUNNING_ENV,
+    QUEUED_MARK_SECONDS,
     REPLY_WAIT_SECONDS,
     AfterReply,
     max_running_from_environment,
@@ -61,6 +64,7 @@ __all__ = [
     "DEFAULT_MAX_RUNNING",
     "FOLD_WAIT_SECONDS",
     "MAX_RUNNING_ENV",
+    "QUEUED_MARK_SECONDS",
     "REPLY_WAIT_SECONDS",
     "AfterReply",
     "FoldJob",

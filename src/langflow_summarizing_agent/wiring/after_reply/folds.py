@@ -11,9 +11,11 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from langflow_summarizing_agent.engine.fold import CatchUp
 from langflow_summarizing_agent.engine.records import Summary
+from langflow_summarizing_agent.engine.store import SessionStore
 from langflow_summarizing_agent.engine.turn import Turn, compact, plan_beside_running_fold, read_and_plan
 from langflow_summarizing_agent.wiring.after_reply.reply import (
     FoldJob,
@@ -34,6 +36,9 @@ MAX_SESSIONS = 10_000
 """Session records kept once their folds ended (for the report of the last one); the oldest are forgotten first."""
 REPLY_WAIT_SECONDS = 600.0
 """Longest wait for the session's final reply before the fold after it runs anyway."""
+QUEUED_MARK_SECONDS = REPLY_WAIT_SECONDS + 300.0
+"""How long the mark of a queued fold counts (`SessionStore.mark_fold_queued`): longer than a fold waits for its
+reply, a place and its summary calls; an older one is left by a worker that was killed, and ignored."""
 
 
 @dataclass
@@ -64,6 +69,8 @@ class _SessionFolds:
     """The fold the session runs once its running fold ends: the newest turn's job."""
     waiter: _Waiter | None = None
     outcome: CatchUp | None = None
+    store: SessionStore | None = None
+    """The newest turn's store: its fold marks the summary while it is queued or runs, for reads elsewhere."""
 
     @property
     def idle(self) -> bool:
@@ -92,6 +99,7 @@ class AfterReply:
             turn = await read_and_plan(work.store, work.settings, failures=work.failures)
         unanswered = self._stored_reply_never_came(key)
         waiter = self._wait_for_reply(key, work.signal, work.turn)
+        self._sessions[key].store = work.store
 
         async def fold() -> FoldOutcome:
             return await work.fold_after_reply(waiter.reply)
@@ -239,6 +247,16 @@ class AfterReply:
             del self._sessions[key]
 
     async def _run(self, key: ScopeKey, session: _SessionFolds) -> None:
+        """Fold with the summary marked meanwhile; a fold left to follow this one keeps the mark until it marks its
+        own."""
+        mark = await _marked(session.store)
+        try:
+            await self._fold(key, session)
+        finally:
+            if mark is not None and session.following is None:
+                await _cleared(session.store, mark)
+
+    async def _fold(self, key: ScopeKey, session: _SessionFolds) -> None:
         try:
             result = await self._when_replied_and_placed(session)
         except asyncio.CancelledError:
@@ -305,6 +323,37 @@ class AfterReply:
             if oldest is None or oldest == key:
                 break
             del self._sessions[oldest]
+
+
+async def _marked(store: SessionStore | None) -> datetime | None:
+    """Mark the summary as having a fold queued; a failing mark never fails the fold (reads elsewhere then do not
+    wait for it)."""
+    if store is None:
+        return None
+    try:
+        return await store.mark_fold_queued()
+    except Exception as exc:
+        from langflow_summarizing_agent.storage.store import failure_note
+
+        logger.warning(
+            "Summarizing Agent: could not mark a queued fold (%s); reads elsewhere miss it",
+            failure_note(exc),
+            exc_info=True,
+        )
+        return None
+
+
+async def _cleared(store: SessionStore | None, mark: datetime) -> None:
+    if store is None:
+        return
+    try:
+        await store.clear_fold_queued(mark)
+    except Exception as exc:
+        from langflow_summarizing_agent.storage.store import failure_note
+
+        logger.warning(
+            "Summarizing Agent: could not clear a fold's mark (%s); it lapses", failure_note(exc), exc_info=True
+        )
 
 
 def max_running_from_environment() -> int | None:

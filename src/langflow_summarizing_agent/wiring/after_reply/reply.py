@@ -24,7 +24,7 @@ ScopeKey = tuple[str, ...]
 
 FOLD_WAIT_SECONDS = 120.0
 """Longest wait for a session's folds running in any worker: by a read or reset through the API (past it, the answer's
-`fold_running` says so), or by a fold following them."""
+`fold_pending` says so), or by a fold following them."""
 
 
 class ReplySignal(enum.Enum):
