@@ -93,10 +93,14 @@ def test_every_stock_input_is_served_unchanged(served_ours: dict[str, Any], serv
     assert sorted(set(stock_inputs) - set(ours)) == []
     for name, stock_field in stock_inputs.items():
         identity = {key: stock_field.get(key) for key in INPUT_IDENTITY_FIELDS}
-        if name == "n_messages" and served_ours["display_name"] == "Summarizing Agent":
-            # A new Agent starts at the recommended window; the switch off sets the stock 100 (test_settings).
+        if name == "n_messages":
+            # A new node starts at the recommended window; the switch off sets the stock 100 (test_settings). The
+            # Message History's is on the node while the switch is on (test_message_history_node).
             assert (stock_field["value"], ours[name]["value"]) == (100, 10)
             identity["value"] = 10
+            if served_ours["display_name"] == "Summarizing Message History":
+                assert ours[name]["advanced"] is False
+                identity["advanced"] = False
         assert {key: ours[name].get(key) for key in INPUT_IDENTITY_FIELDS} == identity, name
 
 
