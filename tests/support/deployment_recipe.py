@@ -32,6 +32,8 @@ RECIPE_HEADING = "## Several workers and several servers"
 class Recipe:
     extra: str
     """The package extra the recipe installs."""
+    install: list[list[str]]
+    """The install lines, run by `python` in the environment Langflow runs from."""
     exports: dict[str, str]
     commands: list[list[str]]
     """The `langflow ...` lines before the server starts."""
@@ -44,14 +46,14 @@ def deployment_recipe() -> Recipe:
     block = re.search(r"```bash\n(.*?)```", section, re.S)
     assert block, f"no bash block under {RECIPE_HEADING!r}"
     lines = [shlex.split(line) for line in block.group(1).splitlines() if line.strip()]
-    (install,) = [line for line in lines if line[:2] == ["pip", "install"]]
-    extra = re.fullmatch(r"\.\[(\w+)\]", install[2])
-    assert extra, install
+    install = [line for line in lines if line[0] == "python"]
+    extras = [found.group(1) for line in install for word in line if (found := re.fullmatch(r"\.\[(\w+)\]", word))]
+    assert len(extras) == 1, install
     exports = dict(line[1].split("=", 1) for line in lines if line[0] == "export")
     commands = [line for line in lines if line[0] == "langflow"]
     run = commands.pop()
     assert run[:2] == ["langflow", "run"], run
-    return Recipe(extra.group(1), exports, commands, int(run[run.index("--workers") + 1]))
+    return Recipe(extras[0], install, exports, commands, int(run[run.index("--workers") + 1]))
 
 
 def extra_requirements(extra: str) -> list[str]:
@@ -62,8 +64,8 @@ def extra_requirements(extra: str) -> list[str]:
 @contextmanager
 def follow_recipe(work_dir: Path, database_url: str, redis: RedisServer) -> Iterator[LangflowServer]:
     recipe = deployment_recipe()
-    ours = {"LANGFLOW_DATABASE_URL": database_url, "LANGFLOW_REDIS_HOST": redis.host}
-    ours["LANGFLOW_REDIS_PORT"] = str(redis.port)
+    ours = {"LANGFLOW_DATABASE_URL": database_url, "LANGFLOW_REDIS_QUEUE_HOST": redis.host}
+    ours["LANGFLOW_REDIS_QUEUE_PORT"] = str(redis.port)
     assert set(ours) <= set(recipe.exports), recipe.exports
     settings = {**recipe.exports, **ours}
     environment = {**server_environment(work_dir / "recipe-config", database_url), **settings}
