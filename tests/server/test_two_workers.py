@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from langflow_summarizing_agent.wiring.after_reply import MAX_RUNNING_ENV
 from tests.support.agent_runs import QUIET_AGENT
 from tests.support.deployment_recipe import deployment_recipe, extra_requirements, follow_recipe
 from tests.support.flow_files import (
@@ -40,6 +41,11 @@ FOLDS_SETTLE_TIMEOUT = 60.0
 READ_AFTER_TURNS = 6
 WARM_UP_TURNS = 10
 READS_AFTER_A_TURN = 4
+# A fold queued behind other sessions' folds: one fold place per worker, taken by this many sessions' slow folds.
+OTHER_SESSIONS = 10
+SLOW_FOLD_SECONDS = 5.0
+QUEUED_READS = 10
+QUEUED_READ_SPACING = 0.5
 # Two workers on one Postgres database, over HTTP
 
 
@@ -49,11 +55,14 @@ def two_worker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lang
     (CI=true fails without Postgres or Redis)."""
     work_dir = tmp_path_factory.mktemp("langflow-two-workers")
     with (
+        # One fold place per worker, so a session's fold can be made to wait for one behind other sessions' folds.
+        pytest.MonkeyPatch.context() as patch,
         fresh_postgres_database("summarizing_agent_concurrency") as database_url,
         running_redis(work_dir) as redis,
-        follow_recipe(work_dir, database_url, redis) as server,
     ):
-        yield server
+        patch.setenv(MAX_RUNNING_ENV, "1")
+        with follow_recipe(work_dir, database_url, redis) as server:
+            yield server
 
 
 def test_the_recipe_runs_several_workers_on_the_redis_queue_with_the_postgresql_driver() -> None:
@@ -216,6 +225,114 @@ def test_a_summary_read_right_after_a_turn_answers_the_same_on_every_worker(
     finally:
         engine.dispose()
     assert disagreements == []
+
+
+@pytest.mark.server
+@pytest.mark.postgres
+def test_a_read_on_the_other_worker_waits_for_a_fold_queued_behind_other_sessions_folds(
+    two_worker_server: LangflowServer, tmp_path: Path
+) -> None:
+    """One fold place per worker, taken for a long while by other sessions' slow folds: the session's fold after its
+    reply waits for a place, holding no lock, and every read, on either worker, shows what that fold saves or says
+    it is pending. Before the summary's queued mark, a read on the other worker answered at once with the summary one
+    fold behind and `fold_running` false."""
+    server = two_worker_server
+    api_key = server.superuser_api_key
+    flow_id = create_flow(server, summarizing_flow(tmp_path / "calls.jsonl", **FOLD_OFTEN))
+    slow_flow = summarizing_flow(tmp_path / "slow-calls.jsonl", **FOLD_OFTEN)
+    node_of_type(slow_flow, "FakeChatModel")["data"]["node"]["template"]["fold_delay"]["value"] = SLOW_FOLD_SECONDS
+    slow_flow_id = create_flow(server, slow_flow)
+    session_id = f"session-{uuid.uuid4().hex[:8]}"
+    others = [f"other-{uuid.uuid4().hex[:8]}" for _ in range(OTHER_SESSIONS)]
+
+    def read(delay: float) -> dict[str, Any]:
+        time.sleep(delay)
+        # A client per read: reads land on both workers.
+        with server.client(api_key=api_key) as client:
+            response = client.get(f"/api/v1/summarizing-agent/sessions/{session_id}/summary?flow_id={flow_id}")
+        assert response.status_code == 200, response.text[:2000]
+        return response.json()
+
+    def others_turn(text: str) -> set[str]:
+        with ThreadPoolExecutor(OTHER_SESSIONS) as pool:
+            replies = list(pool.map(lambda other: run_turn(server, api_key, slow_flow_id, other, text), others))
+        return {worker_of(reply) for reply in replies}
+
+    engine = sa.create_engine(server.database_url, poolclass=sa.pool.NullPool)
+    try:
+        for n in range(WARM_UP_TURNS):  # until the session's first fold has saved: a first fold is not waited for
+            run_turn(server, api_key, flow_id, session_id, f"warm-up question {n}")
+            if summary_version(engine, flow_id, session_id):
+                break
+        before = wait_until_folds_end(engine, uuid.UUID(flow_id), session_id)["version"]
+        assert before > 0
+        # The other sessions until each has a summary, and their folds have all ended.
+        for n in range(WARM_UP_TURNS):
+            others_turn(f"warm-up question {n}")
+            others_before = settled_versions(engine, slow_flow_id, others)
+            if all(others_before.values()):
+                break
+        assert all(others_before.values()), others_before
+
+        # Each other session's turn makes a slow fold due: they take the one place of both workers for a while.
+        busy_workers = others_turn("one more question")
+        target_reply = run_turn(server, api_key, flow_id, session_id, "a question whose fold waits for a place")
+        assert worker_of(target_reply) in busy_workers, (target_reply, busy_workers)
+        started = time.monotonic()
+        with ThreadPoolExecutor(QUEUED_READS) as pool:
+            answers = list(pool.map(read, [n * QUEUED_READ_SPACING for n in range(QUEUED_READS)]))
+        reads_took = time.monotonic() - started
+        after = version_above(engine, flow_id, session_id, before)
+        others_after = settled_versions(engine, slow_flow_id, others)
+    finally:
+        engine.dispose()
+    assert all(others_after[other] > others_before[other] for other in others), (others_before, others_after)
+    assert after > before
+    pending = [answer.get("fold_pending", answer["fold_running"]) for answer in answers]
+    versions = [answer["summaries"][0]["version"] for answer in answers]
+    print(f"versions read {versions}, pending {pending}; before {before}, after {after}; reads took {reads_took:.1f} s")
+    behind = [(version, flag) for version, flag in zip(versions, pending, strict=True) if version < after and not flag]
+    assert behind == [], (
+        f"{len(behind)} of {QUEUED_READS} reads one fold behind (version, pending), the fold saved version {after}"
+    )
+
+
+def create_flow(server: LangflowServer, flow: dict[str, Any]) -> str:
+    with server.client(token=server.superuser_token) as client:
+        created = client.post("/api/v1/flows/", json=flow)
+    assert created.status_code in {200, 201}, created.text[:2000]
+    return str(created.json()["id"])
+
+
+def summary_version(engine: sa.Engine, flow_id: str, session_id: str) -> int:
+    """The version of the session's summary; 0 before its first fold saved."""
+    sql = "SELECT max(version) FROM session_memory_state WHERE flow_id = :flow_id AND session_id = :session_id"
+    with engine.connect() as connection:
+        found = connection.execute(sa.text(sql), {"flow_id": uuid.UUID(flow_id), "session_id": session_id}).scalar()
+    return found or 0
+
+
+def version_above(engine: sa.Engine, flow_id: str, session_id: str, version: int) -> int:
+    """The session's summary version once a fold saved past `version` (it may wait behind slow folds)."""
+    deadline = time.monotonic() + FOLDS_SETTLE_TIMEOUT
+    while (found := summary_version(engine, flow_id, session_id)) <= version:
+        if time.monotonic() > deadline:
+            pytest.fail(f"the session's summary stayed at version {found} for {FOLDS_SETTLE_TIMEOUT} s")
+        time.sleep(FOLDS_QUIET_SECONDS)
+    return found
+
+
+def settled_versions(engine: sa.Engine, flow_id: str, session_ids: list[str]) -> dict[str, int]:
+    """The sessions' summary versions once none has changed for a while (their folds run after the reply)."""
+    versions = {session_id: summary_version(engine, flow_id, session_id) for session_id in session_ids}
+    deadline = time.monotonic() + FOLDS_SETTLE_TIMEOUT
+    while time.monotonic() < deadline:
+        time.sleep(SLOW_FOLD_SECONDS + FOLDS_QUIET_SECONDS)
+        latest = {session_id: summary_version(engine, flow_id, session_id) for session_id in session_ids}
+        if latest == versions:
+            return latest
+        versions = latest
+    pytest.fail(f"folds still saving after {FOLDS_SETTLE_TIMEOUT} s")
 
 
 def wait_until_folds_end(engine: sa.Engine, flow_id: uuid.UUID, session_id: str) -> dict[str, Any]:
