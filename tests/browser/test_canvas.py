@@ -29,9 +29,11 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from langflow_summarizing_agent.engine.settings import MAX_PINNED_KEY_CHARS, settings_from
 from tests.support.browser import (
+    by_test_id,
     click,
     clickable,
     create_flow,
+    one_node_flow,
     saved_template,
     screenshot_on_failure,
     visible,
@@ -58,19 +60,7 @@ REMOVED_CONNECTIONS = "connections were removed"
 
 def _agent_flow(server: LangflowServer, user: ServerUser, **fields: dict[str, Any]) -> str:
     """A new flow holding one Summarizing Agent as the sidebar adds it, with `fields` changed in its template."""
-    with server.client(token=user.token) as client:
-        node = client.get("/api/v1/all").raise_for_status().json()["summarizing_agent"][AGENT_TYPE]
-    for name, changes in fields.items():
-        node["template"][name].update(changes)
-    node_id = f"{AGENT_TYPE}-Cnv4s"
-    flow_node = {
-        "id": node_id,
-        "type": "genericNode",
-        "position": {"x": 300, "y": 40},
-        "data": {"id": node_id, "type": AGENT_TYPE, "node": node, "showNode": True},
-    }
-    data = {"nodes": [flow_node], "edges": [], "viewport": {"x": 0, "y": -480, "zoom": 1}}
-    return create_flow(server, user, {"name": "Canvas test", "data": data})
+    return one_node_flow(server, user, AGENT_TYPE, name="Canvas test", viewport_y=-480, **fields)
 
 
 def _open(driver: WebDriver, server: LangflowServer, flow_id: str) -> None:
@@ -385,11 +375,17 @@ def test_picking_the_agents_own_model_as_summary_model_goes_back_to_none(
             lambda d: visible(d, "value-dropdown-model_summary_model").text == OTHER_MODEL,
             f"{OTHER_MODEL} picked as Summary Model",
         )
-        click(browser, "model_summary_model")
-        click(browser, f"OpenAI-{AGENTS_MODEL}-option")
-        saved = _saved(
-            langflow_server, user, flow_id, lambda t: not t["summary_model"]["value"], "no Summary Model picked"
-        )
+
+        def picked_none(d: WebDriver) -> bool:
+            # A pick made while the node still refreshes from the server can be lost: pick again until it holds.
+            if d.find_elements(*by_test_id(f"OpenAI-{AGENTS_MODEL}-option")):
+                click(d, f"OpenAI-{AGENTS_MODEL}-option")
+            elif visible(d, "value-dropdown-model_summary_model").text == OTHER_MODEL:
+                click(d, "model_summary_model")
+            return not saved_template(langflow_server, user, flow_id, AGENT_TYPE)["summary_model"]["value"]
+
+        wait_for(browser, picked_none, "the canvas to save no Summary Model picked", seconds=60)
+        saved = saved_template(langflow_server, user, flow_id, AGENT_TYPE)
         shown = visible(browser, "value-dropdown-model_summary_model").text
     except Exception:
         screenshot_on_failure(browser, "canvas-summary-model-none-failure.png")

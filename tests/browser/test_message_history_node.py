@@ -14,7 +14,7 @@ from langflow_summarizing_agent.engine.settings import DEFAULT_N_MESSAGES, SUMMA
 from tests.support.browser import (
     click,
     clickable,
-    create_flow,
+    one_node_flow,
     saved_template,
     screenshot_on_failure,
     visible,
@@ -31,17 +31,7 @@ SWITCH = "toggle_bool_summarize_older_messages"
 
 def _history_flow(server: LangflowServer, user: ServerUser) -> str:
     """A new flow holding one Summarizing Message History as the sidebar adds it."""
-    with server.client(token=user.token) as client:
-        node = client.get("/api/v1/all").raise_for_status().json()["summarizing_agent"][HISTORY_TYPE]
-    node_id = f"{HISTORY_TYPE}-Nw5hN"
-    flow_node = {
-        "id": node_id,
-        "type": "genericNode",
-        "position": {"x": 300, "y": 40},
-        "data": {"id": node_id, "type": HISTORY_TYPE, "node": node, "showNode": True},
-    }
-    data = {"nodes": [flow_node], "edges": [], "viewport": {"x": 0, "y": -200, "zoom": 1}}
-    return create_flow(server, user, {"name": "Message History node test", "data": data})
+    return one_node_flow(server, user, HISTORY_TYPE, name="Message History node test", viewport_y=-200)
 
 
 def _saved(server: LangflowServer, user: ServerUser, flow_id: str) -> dict[str, Any]:

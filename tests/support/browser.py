@@ -135,6 +135,32 @@ def create_flow(server: LangflowServer, user: ServerUser, flow: dict[str, Any]) 
     return created.json()["id"]
 
 
+def one_node_flow(
+    server: LangflowServer,
+    user: ServerUser,
+    component_type: str,
+    *,
+    name: str,
+    viewport_y: int,
+    **fields: dict[str, Any],
+) -> str:
+    """A new flow holding one of this bundle's components as the sidebar adds it (the node `/api/v1/all` serves, an
+    id as the canvas makes), with `fields` changed in its template."""
+    with server.client(token=user.token) as client:
+        node = client.get("/api/v1/all").raise_for_status().json()["summarizing_agent"][component_type]
+    for field, changes in fields.items():
+        node["template"][field].update(changes)
+    node_id = f"{component_type}-Cnv4s"
+    flow_node = {
+        "id": node_id,
+        "type": "genericNode",
+        "position": {"x": 300, "y": 40},
+        "data": {"id": node_id, "type": component_type, "node": node, "showNode": True},
+    }
+    data = {"nodes": [flow_node], "edges": [], "viewport": {"x": 0, "y": viewport_y, "zoom": 1}}
+    return create_flow(server, user, {"name": name, "data": data})
+
+
 def saved_template(server: LangflowServer, user: ServerUser, flow_id: str, component_type: str) -> dict[str, Any]:
     """The template of the flow's node of `component_type`, as the canvas last saved it; empty before it is saved."""
     with server.client(token=user.token) as client:
