@@ -76,10 +76,15 @@ def test_a_dropped_agent_shows_the_switch_on_and_pinned_keys_on_the_node(
         browser.get(f"{langflow_server.base_url}/flow/{flow_id}")
         search = clickable(browser, "sidebar-search-input")
         search.send_keys("Summarizing Agent")
-        # Sidebar entries are `<category><display name>`; our bundle is the category.
-        entry = visible(browser, "summarizing_agentSummarizing Agent")
-        ActionChains(browser).move_to_element(entry).perform()
-        clickable(browser, "add-component-button-summarizing-agent").click()
+
+        def added(d: WebDriver) -> bool:
+            # Sidebar entries are `<category><display name>`; our bundle is the category. The list re-renders while
+            # the search settles: an entry gone stale is looked up again.
+            ActionChains(d).move_to_element(visible(d, "summarizing_agentSummarizing Agent")).perform()
+            clickable(d, "add-component-button-summarizing-agent").click()
+            return True
+
+        wait_for(browser, added, "the Summarizing Agent added from the sidebar")
         visible(browser, "title-Summarizing Agent")
 
         # On the node itself, without opening the Parameters panel.
