@@ -42,14 +42,12 @@ from langflow_summarizing_agent.engine.report import BUSY_NOTE
 from langflow_summarizing_agent.engine.settings import DEFAULT_FOLD_BATCH, DEFAULT_MAX_FOLDS_PER_TURN
 from langflow_summarizing_agent.wiring.after_reply import DEFAULT_MAX_RUNNING
 from tests.support import load_audit
+from tests.support.deployment_recipe import install_recipe
 from tests.support.load_audit import read_calls
 from tests.support.server_fixtures import LangflowServer
 
 REQUEST_TIMEOUT_SECONDS, KILL_WAIT_SECONDS = 90.0, 40.0
 WARM_UP_TURNS = 4  # of each flow before a phase, so that both workers have built it
-# Langflow's JSON logs, as in production: its console renders each exception's traceback with rich (~0.75 s of a
-# worker's event loop); a database restart logs dozens, and both agents' turns waited 20 to 90 s.
-FAULT_SERVER_LOGS = {"LANGFLOW_LOG_ENV": "container"}
 FAULTS = ("slow_summary", "summary_outage", "rejected_saves", "worker_kill", "redis_restart", "pg_restart")
 TOPOLOGIES = ("sqlite", "postgres", "two_servers")
 DELIVERIES = ("run", "polling", "run", "streaming")  # turn i of user n: DELIVERIES[(n + i) % 4]; "run": the run API
@@ -59,6 +57,7 @@ TEXT = (
     "connects to the queue so I checked the settings again and they match the documentation"
 )
 CHAT = {"input_type": "chat", "output_type": "chat"}
+ANSWERED = "answered"  # a turn whose reply came back
 SHOWN = ("turns", "turns_per_second", "p95_seconds", "failed_turns", "turns_waited", "summary_calls_per_exchange")
 REPLIES_SQL = "SELECT text, content_blocks FROM message WHERE flow_id = :flow_id AND sender <> 'User'"
 REJECT_SAVES_SQL = (  # every save of a fold (it moves `absorbed_count`); the back-off of a failed one goes through
@@ -82,6 +81,7 @@ class Turn:
     ok: bool
     error: str = ""
     via: str = "run"  # a DELIVERIES name
+    saw: str = ANSWERED  # what the client saw: ANSWERED, "HTTP <status>", "error event", "no reply" or an httpx error
     inline: bool = False
     busy: bool = False  # the memory step says a fold of the session was running or waiting: this turn started none
 
@@ -118,26 +118,17 @@ class Phase:
 
 
 def flow_data(agent: str, phase: Phase, args: Any) -> Any:
-    from lfx.components.input_output import ChatInput, ChatOutput
-    from lfx.components.models_and_agents.agent import AgentComponent
-    from lfx.graph import Graph
-
-    from langflow_summarizing_agent.components.summarizing_agent import summarizing_agent as ours
+    """The ready support flow as exported, its model the offline load model (connected as the canvas connects one),
+    the summary switch on for the Summarizing Agent and off for the stock Agent (which it then is)."""
+    from tests.support.flow_files import load_support_flow, with_model
     from tests.support.load_model import LoadModelComponent
 
-    chat_input, chat_output = ChatInput(_id="chat_input"), ChatOutput(_id="chat_output")
-    model = LoadModelComponent(_id="load_model")
+    model = LoadModelComponent(_id="LoadBenchmarkModel-L0adM")
     model.set(agent_seconds=args.agent_seconds, summary_seconds=args.summary_seconds, reply_words=args.message_words)
     model.set(control_path=str(phase.path("control.json")), record_path=str(phase.path("calls.jsonl")))
-    node = AgentComponent(_id="agent") if agent == "stock" else ours.SummarizingAgentComponent(_id="agent")
-    quiet = {"add_current_date_tool": False, "add_calculator_tool": False, "system_prompt": "You are a support agent."}
-    quiet |= {"summarize_older_messages": True, "fold_batch": args.fold_batch} if agent == "summarizing" else {}
-    node.set(model=model.build_model, input_value=chat_input.message_response, n_messages=args.n_messages, **quiet)
-    chat_output.set(input_value=node.message_response)
-    flow = Graph(chat_input, chat_output).dump(name=f"load-{phase.name}-{agent}")
-    for name in ours.SUMMARY_FIELDS if agent == "summarizing" else ():
-        next(n for n in flow["data"]["nodes"] if n["id"] == "agent")["data"]["node"]["template"][name]["show"] = True
-    return flow
+    values = {"summarize_older_messages": agent == "summarizing", "n_messages": args.n_messages}
+    flow = with_model(load_support_flow(), model, **values, **({"fold_batch": args.fold_batch} if values else {}))
+    return flow | {"name": f"load-{phase.name}-{agent}"}
 
 
 async def user_loop(client: httpx.AsyncClient, phase: Phase, agent: str, flow_id: str, user: int, args: Any) -> None:
@@ -153,11 +144,14 @@ async def user_loop(client: httpx.AsyncClient, phase: Phase, agent: str, flow_id
         via, session = DELIVERIES[(user + index) % len(DELIVERIES)], f"load-{phase.name}-{marker}"
         try:
             answer = await (run_turn if via == "run" else build_turn)(client, flow_id, session, text, via)
-            ok = f"#{marker}-a{index}#" in answer and '"event": "error"' not in answer
-            error = "" if ok else f"no reply: {answer[-200:]}"
+            saw = "error event" if '"event": "error"' in answer else ANSWERED
+            saw = saw if saw != ANSWERED or f"#{marker}-a{index}#" in answer else "no reply"
+            error = "" if saw == ANSWERED else f"{saw}: {answer[-200:]}"
+        except httpx.HTTPStatusError as exc:
+            saw, error = f"HTTP {exc.response.status_code}", f"{type(exc).__name__}: {exc}"
         except httpx.HTTPError as exc:
-            ok, error = False, f"{type(exc).__name__}: {exc}"
-        phase.turns.append(Turn(agent, marker, index, started, time.time(), ok, error, via))
+            saw, error = type(exc).__name__, f"{type(exc).__name__}: {exc}"
+        phase.turns.append(Turn(agent, marker, index, started, time.time(), saw == ANSWERED, error, via, saw))
         await asyncio.sleep(max(0.0, min(deadline - time.time(), rng.uniform(0.5, 1.5) * args.think_seconds)))
 
 
@@ -245,7 +239,7 @@ def fault_phase(name: str, args: Any, deployment: Deployment, folder: Path) -> P
     seconds = restart if name.endswith("_restart") else seconds
     fault = None if name == "slow_summary" else (lambda phase: inject(phase, args, deployment))
     control = {"summary_seconds": args.slow_summary_seconds} if name == "slow_summary" else {}
-    return Phase(name, "postgres", args.fault_users, seconds, folder, fault, control)
+    return Phase(name, "postgres", args.fault_users or max(args.users), seconds, folder, fault, control)
 
 
 def run_phase(deployment: Deployment, phase: Phase, args: Any) -> dict[str, Any]:
@@ -310,8 +304,7 @@ NUMBERS = {  # the numeric options (`--phase-seconds` and so on), all written to
     "agent_seconds": 0.3,
     "summary_seconds": 2.0,
     "max_background_folds": 0,  # SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS of the server (0: its default)
-    "fault_users": 3,
-    "fault_max_background_folds": 1,  # the same, of the faults' server
+    "fault_users": 0,  # users per agent in each fault (0: the largest of --users, the load of the last phase)
     "fault_seconds": 70.0,
     "fault_at_seconds": 30.0,
     "outage_seconds": 5.0,  # PostgreSQL down this long
@@ -339,6 +332,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         add(f"--{option.replace('_', '-')}", type=type(default), default=default)
     add("--faults", type=lambda text: chosen(text, FAULTS), default=list(FAULTS))
     add("--out", type=Path, default=Path("benchmarks/results"))
+    add("--langflow", help="the `langflow` of an environment the recipe installed (default: install one afresh)")
     add("--keep-records", type=Path, help="copy each phase's model calls and turns and the servers' logs here")
     add("--server", nargs=3, metavar=("URL", "DATABASE_URL", "PID"), help="a running server's load phases only")
     add("--rescore", type=Path, nargs="+", help="recompute the targets of saved load.json files, and exit")
@@ -357,8 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"command": command, "commit": commit(), "cpus": os.cpu_count(), "runs": {}, "faults": {}}
     report |= {k: getattr(args, k) for k in NUMBERS} | {"max_folds_per_turn": DEFAULT_MAX_FOLDS_PER_TURN}
     report["max_background_folds"] = args.max_background_folds or DEFAULT_MAX_RUNNING
-    report["fault_max_background_folds"] = places = args.fault_max_background_folds or DEFAULT_MAX_RUNNING
-    report["fault_server_logs"] = FAULT_SERVER_LOGS
+    report["fault_users"] = args.fault_users or max(args.users, default=1)
     with tempfile.TemporaryDirectory(prefix="summarizing-agent-load-") as temporary:
         work_dir = Path(temporary)
         os.chmod(work_dir, 0o777)  # the PostgreSQL server runs as its own user
@@ -367,22 +360,27 @@ def main(argv: list[str] | None = None) -> int:
             topology = "sqlite" if args.server[1].startswith("sqlite") else "postgres"
             deployment = Deployment(server, [int(args.server[2])], sa.create_engine(args.server[1]))
             report["runs"][topology] = load_phases(deployment, topology, work_dir, args)
+        langflow = args.langflow or ""
+        if not args.server and not langflow:  # the recipe's install, in an environment of its own
+            started = time.monotonic()
+            langflow = str(Path(install_recipe(work_dir / "venv")["VIRTUAL_ENV"]) / "bin" / "langflow")
+            report["install_seconds"] = round(time.monotonic() - started, 1)
+            print(f"installed by the recipe in {report['install_seconds']} s: {langflow}", flush=True)
         for topology in [] if args.server else args.topologies:
-            with own_postgres() if topology != "sqlite" else nullcontext() as pg:
+            with (
+                own_postgres() if topology != "sqlite" else nullcontext() as pg,
+                deployed(topology, work_dir / topology, pg, langflow, args.max_background_folds) as deployment,
+            ):
                 if args.users:
-                    with deployed(topology, work_dir / topology, pg, args.max_background_folds) as deployment:
-                        report["runs"][topology] = load_phases(deployment, topology, work_dir / topology, args)
-                # The faults' server has fewer places for folds after the reply: with the few sessions this machine
-                # serves, more sessions fold at once than there are places, as with many more sessions.
-                if topology == "postgres" and args.faults:
-                    with deployed(topology, work_dir / "faults", pg, places, FAULT_SERVER_LOGS) as deployment:
-                        for name in args.faults:
-                            try:
-                                phase = fault_phase(name, args, deployment, work_dir / "faults")
-                                report["faults"][name] = run_phase(deployment, phase, args)
-                            except Exception as exc:  # noqa: BLE001 - a fault that did not run is reported
-                                print(f"{name}: did not complete: {type(exc).__name__}: {exc}", flush=True)
-                                report["faults"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+                    report["runs"][topology] = load_phases(deployment, topology, work_dir / topology, args)
+                # The faults follow the load phases on the same deployment, at the load of the last one.
+                for name in args.faults if topology == "postgres" else ():
+                    try:
+                        phase = fault_phase(name, args, deployment, work_dir / "faults")
+                        report["faults"][name] = run_phase(deployment, phase, args)
+                    except Exception as exc:  # noqa: BLE001 - a fault that did not run is reported
+                        print(f"{name}: did not complete: {type(exc).__name__}: {exc}", flush=True)
+                        report["faults"][name] = {"error": f"{type(exc).__name__}: {exc}"}
         for path in (p for pattern in ("*-calls.jsonl", "*-turns.jsonl", "*.log") for p in work_dir.rglob(pattern)):
             if args.keep_records:
                 (args.keep_records / path.relative_to(work_dir)).parent.mkdir(parents=True, exist_ok=True)

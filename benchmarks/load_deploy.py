@@ -24,11 +24,11 @@ import sqlalchemy as sa
 
 from langflow_summarizing_agent.wiring.after_reply import MAX_RUNNING_ENV
 from tests.support import load_audit
+from tests.support.deployment_recipe import follow_recipe
 from tests.support.load_audit import read_calls
 from tests.support.load_balancer import load_balancer
 from tests.support.redis_server import RedisServer, running_redis
-from tests.support.server_fixtures import LangflowServer, langflow_executable, running_langflow_server
-from tests.support.server_fixtures import server_environment as environment
+from tests.support.server_fixtures import LangflowServer, running_langflow_server
 
 if TYPE_CHECKING:
     from benchmarks.load import Phase
@@ -71,7 +71,7 @@ class OwnPostgres:
 
     def start(self) -> None:
         """Start it and wait until it accepts connections (`pg_ctl -w`)."""
-        settings = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c max_connections=200 -c fsync=off"
+        settings = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root}"  # else PostgreSQL's defaults
         self.run("pg_ctl", "start", "-w", "-l", str(self.root / "postgres.log"), "-o", settings)
 
     def stop(self, mode: str = "fast") -> None:
@@ -112,28 +112,36 @@ class Deployment:
 
 
 @contextmanager
-def deployed(
-    topology: str, work_dir: Path, pg: OwnPostgres | None, places: int, logs: dict[str, str] | None = None
-) -> Iterator[Deployment]:
-    """`langflow run` as `topology` deploys it, and an engine on its database."""
+def deployed(topology: str, work_dir: Path, pg: OwnPostgres | None, langflow: str, places: int) -> Iterator[Deployment]:
+    """`langflow run` (the `langflow` the recipe installed) as `topology` deploys it: on SQLite one worker, as the
+    quick start runs it; on PostgreSQL each server by the recipe of docs/operations.md (`follow_recipe`: its variables,
+    `migrate` line and workers), one Redis for all; and an engine on its database."""
     url = pg.database_url("langflow_load") if pg else f"sqlite:///{work_dir / 'langflow.db'}"
-    settings = {"LANGFLOW_WORKER_TIMEOUT": "300", **(logs or {}), **({MAX_RUNNING_ENV: str(places)} if places else {})}
+    settings = {MAX_RUNNING_ENV: str(places)} if places else {}
     settings["LANGFLOW_SECRET_KEY"] = secrets.token_urlsafe(32)  # one for every server, as docs/operations.md says
     work_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         redis = stack.enter_context(running_redis(work_dir)) if pg else None
-        settings |= redis.settings if redis else {}
-        if pg:  # migrated before the workers start: two workers migrating a fresh database at once took minutes
-            with (work_dir / "langflow-migration.log").open("wb") as log:
-                env = {**environment(work_dir / "langflow-config", url), **settings}
-                subprocess.run([langflow_executable(), "migration"], env=env, stdout=log, stderr=log, check=True)
         servers = [
             stack.enter_context(
-                running_langflow_server(
-                    work_dir / f"server{i}", url, workers=n, startup_timeout=STARTUP_TIMEOUT_SECONDS, settings=settings
+                follow_recipe(
+                    work_dir / f"server{i}",
+                    url,
+                    redis,
+                    langflow=langflow,
+                    settings=settings,
+                    startup_timeout=STARTUP_TIMEOUT_SECONDS,
+                )
+                if redis
+                else running_langflow_server(
+                    work_dir / f"server{i}",
+                    url,
+                    settings=settings,
+                    executable=langflow,
+                    startup_timeout=STARTUP_TIMEOUT_SECONDS,
                 )
             )
-            for i, n in enumerate({"sqlite": [1], "postgres": [2], "two_servers": [1, 1]}[topology])
+            for i in range(2 if topology == "two_servers" else 1)
         ]
         front = servers[0]
         if len(servers) > 1:

@@ -257,18 +257,34 @@ def load_results() -> list[str]:
     lines = table([*header, "failed turns", "summary calls/exchange", "RSS growth", "audit holds"], rows)
     faults = []
     for name, fault in report["faults"].items():
-        inside, ours = fault.get("failed_turns_in_fault") or {}, fault["agents"]["summarizing"]
-        failed = f"{inside.get('stock_inside', NONE)} / {inside.get('summarizing_inside', NONE)}"
-        faults.append([name, failed, ours["turns_waited"], ours["summary_calls"], ours["failed_summary_calls"]])
-        faults[-1] += [ours["wasted_summary_calls"], fault["audit"]["holds"]]
-    header = ["fault", "failed turns in it, Agent / Summ.", "waited", "summary calls"]
+        saw, ours = fault.get("clients_saw") or {}, fault["agents"]["summarizing"]
+        inside = [clients_saw((saw.get(agent) or {}).get("inside")) for agent in ("stock", "summarizing")]
+        faults.append([name, " / ".join(inside), ours["turns_waited"], ours["summary_calls"]])
+        faults[-1] += [ours["failed_summary_calls"], ours["wasted_summary_calls"], fault["audit"]["holds"]]
+    header = ["fault", "what clients saw in it, Agent / Summ.", "waited", "summary calls"]
     lines += ["", *table([*header, "failed", "wasted", "audit holds"], faults)]
     grouped: dict[str, list[bool]] = {}
+    pooled = []
     for t in report["targets"] + report.get("fault_targets", []):
+        if t["name"].startswith("p95 turn time"):
+            pooled.append([f"{t['name']}, {t['topology']} N={t['users']}", t["measured"], verdict([t["holds"]])])
+            continue
         name = f"fault {t['name'].split(':')[0]}: every target" if t in report.get("fault_targets", []) else t["name"]
         grouped.setdefault(name, []).append(t["holds"])
-    verdicts = [[name, f"{sum(h)} of {len(h)}", "PASS" if all(h) else "FAIL"] for name, h in grouped.items()]
-    return [caption(report), "", *lines, "", *table(["target", "held", ""], verdicts)]
+    verdicts = [[name, f"{sum(h)} of {len(h)}", verdict(h)] for name, h in grouped.items()]
+    return [caption(report), "", *lines, "", *table(["target", "held", ""], pooled + verdicts)]
+
+
+def clients_saw(counts: dict[str, int] | None) -> str:
+    """`answered 40, HTTP 503 x 3`: what the clients of a fault's turns saw, answered first."""
+    if counts is None:
+        return NONE
+    ordered = sorted(counts.items(), key=lambda item: (item[0] != "answered", -item[1]))
+    return ", ".join(f"{saw} {count}" if saw == "answered" else f"{saw} x {count}" for saw, count in ordered)
+
+
+def verdict(holds: list[bool]) -> str:
+    return "PASS" if all(holds) else "FAIL"
 
 
 def minutes(value: float) -> str:

@@ -1,15 +1,18 @@
 """The deployment recipe of `docs/operations.md` (several workers: PostgreSQL and Redis), followed line by line.
 
-`follow_recipe` runs the recipe's commands with its variables, where only the hosts and ports are the test's own (a
-fresh PostgreSQL database, a throwaway Redis), and starts its `langflow run` with the workers it names.
+`install_recipe` runs its install lines in a fresh virtual environment. `follow_recipe` runs the recipe's commands
+with its variables, where only the hosts and ports are the caller's own (a fresh PostgreSQL database, a throwaway
+Redis), and starts its `langflow run` with the workers it names.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +21,7 @@ import tomllib
 
 from tests.support.redis_server import RedisServer
 from tests.support.server_fixtures import (
+    STARTUP_TIMEOUT_SECONDS,
     LangflowServer,
     langflow_executable,
     running_langflow_server,
@@ -26,6 +30,7 @@ from tests.support.server_fixtures import (
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE_HEADING = "## Several workers and several servers"
+INSTALL_TIMEOUT_SECONDS = 1_200
 
 
 @dataclass(frozen=True)
@@ -61,18 +66,57 @@ def extra_requirements(extra: str) -> list[str]:
     return project["optional-dependencies"][extra]
 
 
+def run_line(command: list[str], environment: Mapping[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run one line of the recipe from this checkout; fail with its output when it fails."""
+    result = subprocess.run(
+        command, cwd=ROOT, env=dict(environment), capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if result.returncode != 0:
+        msg = f"{shlex.join(command)} exited {result.returncode}:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+        raise RuntimeError(msg)
+    return result
+
+
+def install_recipe(venv: Path, timeout: float = INSTALL_TIMEOUT_SECONDS) -> dict[str, str]:
+    """Create a virtual environment at `venv` and run the recipe's install lines in it, as in an activated one
+    (`python`, `pip` and `langflow` are the fresh environment's); that environment's variables (no `LANGFLOW_*`)."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    bin_dir = venv / "bin"
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(("LANGFLOW_", "PYTHON"))}
+    environment |= {"PATH": f"{bin_dir}{os.pathsep}{environment.get('PATH', '')}", "VIRTUAL_ENV": str(venv)}
+    for line in deployment_recipe().install:
+        run_line(line, environment, timeout)
+    return environment
+
+
 @contextmanager
-def follow_recipe(work_dir: Path, database_url: str, redis: RedisServer) -> Iterator[LangflowServer]:
+def follow_recipe(
+    work_dir: Path,
+    database_url: str,
+    redis: RedisServer,
+    *,
+    langflow: str | None = None,
+    settings: Mapping[str, str] | None = None,
+    startup_timeout: float = STARTUP_TIMEOUT_SECONDS,
+) -> Iterator[LangflowServer]:
+    """The recipe's exports and `langflow` lines, then its `langflow run`, with `langflow` (this environment's by
+    default) and `settings` added to the exports (never replacing one)."""
     recipe = deployment_recipe()
     ours = {"LANGFLOW_DATABASE_URL": database_url, "LANGFLOW_REDIS_QUEUE_HOST": redis.host}
     ours["LANGFLOW_REDIS_QUEUE_PORT"] = str(redis.port)
     assert set(ours) <= set(recipe.exports), recipe.exports
-    settings = {**recipe.exports, **ours}
-    environment = {**server_environment(work_dir / "recipe-config", database_url), **settings}
+    assert not set(settings or {}) & set(recipe.exports), f"{sorted(settings or {})} would replace the recipe's"
+    every = {**recipe.exports, **ours, **(settings or {})}
+    environment = {**server_environment(work_dir / "recipe-config", database_url), **every}
+    executable = langflow or langflow_executable()
     for command in recipe.commands:
-        result = subprocess.run(
-            [langflow_executable(), *command[1:]], env=environment, capture_output=True, text=True, check=False
-        )
-        assert result.returncode == 0, f"{shlex.join(command)}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
-    with running_langflow_server(work_dir, database_url, workers=recipe.workers, settings=settings) as server:
+        run_line([executable, *command[1:]], environment, INSTALL_TIMEOUT_SECONDS)
+    with running_langflow_server(
+        work_dir,
+        database_url,
+        workers=recipe.workers,
+        settings=every,
+        executable=executable,
+        startup_timeout=startup_timeout,
+    ) as server:
         yield server

@@ -45,6 +45,14 @@ def code_of(template: dict[str, Any]) -> str:
 def with_offline_model(flow: dict[str, Any], record_path: Path, **agent_values: Any) -> dict[str, Any]:
     """A copy of `flow` (without its id) whose agent uses the fake chat model recording to `record_path`, with
     `agent_values` set."""
+    model = FakeChatModelComponent(_id=OFFLINE_MODEL_ID)
+    model.set(record_path=str(record_path))
+    return with_model(flow, model, **agent_values)
+
+
+def with_model(flow: dict[str, Any], model: Any, **agent_values: Any) -> dict[str, Any]:
+    """A copy of `flow` (without its id) whose agent's model is the component `model` (a node of the flow, connected
+    as the canvas connects one), with `agent_values` set."""
     variant = copy.deepcopy(flow)
     variant.pop("id", None)
     variant["name"] = f"{flow['name']} (offline)"
@@ -56,8 +64,6 @@ def with_offline_model(flow: dict[str, Any], record_path: Path, **agent_values: 
     for name, value in agent_values.items():
         template[name]["value"] = value
 
-    model = FakeChatModelComponent(_id=OFFLINE_MODEL_ID)
-    model.set(record_path=str(record_path))
     model_node = {**model.to_frontend_node(), "type": "genericNode", "position": {"x": 0, "y": 0}}
     variant["data"]["nodes"].append(model_node)
     variant["data"]["edges"].append(canvas_edge(model_node, "model_output", agent, "model"))

@@ -210,8 +210,10 @@ def running_langflow_server(
     workers: int = 1,
     startup_timeout: float = STARTUP_TIMEOUT_SECONDS,
     settings: Mapping[str, str] | None = None,
+    executable: str | None = None,
 ) -> Iterator[LangflowServer]:
-    """Start `langflow run` in its own process group, wait until healthy, stop the whole group after.
+    """Start `langflow run` (this environment's, or `executable`) in its own process group, wait until healthy, stop
+    the whole group after.
 
     The server also serves Langflow's web UI (no `--backend-only`), so browser tests can share it. `settings` are
     environment variables of the server's (`LANGFLOW_*` ones included, which it inherits from no one else). Several
@@ -227,18 +229,23 @@ def running_langflow_server(
         if workers > 1 and database_url.startswith("sqlite"):
             # Workers migrating one SQLite file at once collide; on Postgres an advisory lock serializes them.
             _migrate_before_workers(environment, work_dir / "langflow-migration.log")
-        yield from _serve(work_dir, database_url, environment, workers, startup_timeout)
+        yield from _serve(work_dir, database_url, environment, workers, startup_timeout, executable)
 
 
 def _serve(
-    work_dir: Path, database_url: str, environment: dict[str, str], workers: int, startup_timeout: float
+    work_dir: Path,
+    database_url: str,
+    environment: dict[str, str],
+    workers: int,
+    startup_timeout: float,
+    executable: str | None = None,
 ) -> Iterator[LangflowServer]:
     port = _free_port()
     server = LangflowServer(
         base_url=f"http://127.0.0.1:{port}", database_url=database_url, log_path=work_dir / "langflow-server.log"
     )
     command = [
-        langflow_executable(),
+        executable or langflow_executable(),
         "run",
         "--host",
         "127.0.0.1",
