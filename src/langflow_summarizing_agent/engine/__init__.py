@@ -6,7 +6,7 @@ A turn is three steps (`turn`):
   the plan needs;
 - *plan* (`plan.plan_turn`): pure; the verbatim policy decides what goes word for word (the window) and what is
   folded;
-- *fold* (`fold.fold`): at most Max Folds per Turn summary calls and one compare-and-swap save; it returns a
+- *catch up* (`fold.catch_up`): at most Max Folds per Turn folds and one compare-and-swap save; it returns a
   `CatchUp` rather than changing anything it was given.
 
 The engine sees storage only through `store.SessionStore` and the summary model only as a `fold.Summarizer`, so
@@ -14,7 +14,6 @@ it is tested with fakes and runs unchanged on SQLite and PostgreSQL. `settings` 
 `prompt` the texts the models read and the parsing of the summary model's answer, `tokens` the counting, and
 `report` the status, the memory step and the `/compact` reply.
 
-Words: *summary* is what is stored per session (the summary text, the pinned facts, the cursor); to *fold* is to
-fold older messages into it with one summary call; the *window* is what goes word for word, as the stock Agent at
-the same Number of Chat History Messages sends it; the *cursor* is the last folded message, `(timestamp, id)`.
+The words (summary, fold, catch-up, backlog, window, cut, budget, cursor, pinned facts) mean what the glossary in
+docs/architecture.md says, and only that.
 """

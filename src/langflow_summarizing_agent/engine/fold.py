@@ -1,7 +1,8 @@
-"""Where a fold happens: older messages folded into the session's summary, with one compare-and-swap save.
+"""Where a fold happens: a turn's catch-up folds older messages into the session's summary, then saves it once,
+by compare-and-swap.
 
 A fold is one summary call over at most `max_messages_per_fold` messages (and one more, quoting the batch, when a
-fold on the agent's prefix is answered with a tool call). `catch_up()` makes a turn's folds and
+fold on the agent's prefix is answered with a tool call). A catch-up is a turn's folds: `catch_up()` makes them and
 reads in three steps. It summarizes (`_summarize`): the plan's fold goes to the summary model, one fold at a time,
 planning again with each new summary while more is due, and stops at Max Folds per Turn folds. It decides the
 summary to save (`_summary_to_save`): the folded one, or the one read with the back-off of a failure. It saves once
@@ -9,7 +10,7 @@ summary to save (`_summary_to_save`): the folded one, or the one read with the b
 `CatchUp`: the summary the turn goes on with, or the failure with its back-off. It never raises for the summary
 model or the store: a failed fold never fails a turn.
 
-When a fold runs (in the turn, after the reply, after the session's running fold) is its caller's choice.
+When a catch-up runs (in the turn, after the reply, after the session's running one) is its caller's choice.
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ class Prefix:
 
 @dataclass(frozen=True)
 class CatchUp:
-    """What a fold did. `summary` is the summary the turn goes on with: the one saved, the one another run saved
-    first, or the one read with the back-off of this failure."""
+    """What a catch-up did: its folds and its one save. `summary` is the summary the turn goes on with: the one
+    saved, the one another run saved first, or the one read with the back-off of this failure."""
 
     summary: Summary
     folded: int = 0
@@ -135,7 +136,7 @@ async def catch_up(
     failures: SaveFailures,
     prefix: Prefix | None = None,
 ) -> CatchUp:
-    """Fold `plan.fold` and what becomes due after it, in at most Max Folds per Turn summary calls; save once.
+    """The catch-up: fold `Plan.fold` and what becomes due after it, in at most Max Folds per Turn folds; save once.
 
     `prefix` is the prompt the agent just sent and its reply: when the first batch is the messages that follow the
     summary message there, that call asks on the prefix (`build_fold_prompt_on_prefix`), which the provider serves
@@ -159,7 +160,7 @@ async def catch_up(
 
 @dataclass(frozen=True)
 class _Folds:
-    """What the summary calls of a fold made: the summary after the last one that succeeded, and what they cost."""
+    """What the folds of a catch-up made: the summary after the last one that succeeded, and what they cost."""
 
     summary: Summary
     folded: int = 0
@@ -167,7 +168,7 @@ class _Folds:
     input_tokens: int = 0
     on_prefix: int = 0
     problems: tuple[str, ...] = ()
-    """The failed call that ended the fold, if one did."""
+    """The failed fold that ended the catch-up, if one did."""
     failure: str | None = None
     """That failure in a few words (`Summary.fold_failure`)."""
 
@@ -328,7 +329,7 @@ def _with_backoff(summary: Summary, now: datetime, failure: str | None) -> Summa
 
 @dataclass(frozen=True)
 class _Saved:
-    """What the save left: the summary the turn goes on with, whether it is this fold's, and what went wrong."""
+    """What the save left: the summary the turn goes on with, whether it is this catch-up's, and what went wrong."""
 
     summary: Summary
     is_this_fold: bool
@@ -352,7 +353,7 @@ async def _save(
 async def _save_failed(
     store: SessionStore, read_summary: Summary, exc: Exception, failures: SaveFailures, now: datetime
 ) -> _Saved:
-    """A failed save counts as a failed fold: the previous summary stays and the back-off applies. Only the error's
+    """A failed save counts as a failed catch-up: the previous summary stays and the back-off applies. Only the error's
     first line is told: a database error goes on with the statement and its parameters, the summary among them."""
     failure = f"the summary could not be saved ({_describe(exc, first_line=True)})"
     kept = _with_backoff(read_summary, now, failure_note(failure, read_summary))
@@ -365,7 +366,7 @@ async def _save_failed(
 
 
 async def _lost_save(store: SessionStore, read_summary: Summary) -> _Saved:
-    """Another run saved first: its summary wins and this fold is dropped, with no second model call."""
+    """Another run saved first: its summary wins and this catch-up's folds are dropped, with no second model call."""
     lost = "another run saved the summary first; this turn used its summary"
     try:
         winner = await store.load()
@@ -381,7 +382,7 @@ async def _lost_save(store: SessionStore, read_summary: Summary) -> _Saved:
 async def _record_backoff(store: SessionStore, kept: Summary, failures: SaveFailures) -> Summary:
     """Store the back-off of a failed save with the summary, where every worker reads it; when the store cannot take
     that either, keep it in this process (`failures`). A lost compare-and-swap means a summary was saved after all
-    (this fold's, if only its acknowledgement was lost, or another run's): no back-off then."""
+    (this catch-up's, if only its acknowledgement was lost, or another run's): no back-off then."""
     try:
         stored = await store.save(kept)
     except Exception as exc:  # noqa: BLE001 - the store that just failed may fail again; the turn goes on

@@ -1,7 +1,7 @@
 """The plan: what a turn sends word for word and what it folds, decided by one pure function, `plan_turn()`.
 
 Nothing here reads or writes: `plan_turn()` takes what `read.read_turn()` returned and the settings, and every path
-(a turn, the fold after the reply, scripts, `lfx run`) plans with it; `/compact` plans with `plan_compaction()`,
+(a turn, the catch-up after the reply, scripts, `lfx run`) plans with it; `/compact` plans with `plan_compaction()`,
 which sends the same and folds what may be folded now. The verbatim policy is written once, in `plan_turn()`'s
 docstring, and read top to bottom: the window (`_history`), what is sent (`_send`), what may fold (`_foldable`),
 why a fold is due (`_fold_reason`) and whether it waits for the back-off (`_backing_off`).
@@ -42,7 +42,7 @@ class TurnRead:
     or not, back to the cursor or until they fill the budget (`read.read_turn`). When those do not reach back to the
     cursor, `older` holds the unfolded messages read from the cursor forwards and `unread` counts the unfolded
     messages between `older` and `messages`, which were not read.
-    `upcoming` are newer messages not stored yet that the plan counts as the newest (the reply the fold after the
+    `upcoming` are newer messages not stored yet that the plan counts as the newest (the reply the catch-up after the
     reply plans the next turn with); they are never folded."""
 
     summary: Summary
@@ -129,10 +129,10 @@ class _History:
     unfolded: tuple[StoredMessage, ...]
     """All that the summary does not cover, the window's included."""
     backlog: tuple[StoredMessage, ...]
-    """Unfolded messages older than the window, of those read newest first (`messages`) or upcoming: what may go
-    word for word after the window."""
+    """The backlog (unfolded messages older than the window) as far as it was read newest first (`messages`) or is
+    upcoming: what may go word for word besides the window."""
     older_than_window: int
-    """Unfolded messages older than the window, read or not."""
+    """Messages in the backlog, read or not."""
     unread: int
     from_cursor: frozenset[str]
     """Ids of the messages read from the cursor forwards (`older`)."""
@@ -397,6 +397,6 @@ def _cut_of(history: _History, message: StoredMessage, settings: FoldSettings) -
 
 
 def _cut(message: StoredMessage, settings: FoldSettings) -> StoredMessage:
-    """`message` cut to `settings.cut_tokens`, counted at the scale's step: the cut depends only on the message and
+    """`message` cut to `FoldSettings.cut_tokens`, counted at the scale's step: the cut depends only on the message and
     the settings, so a message is cut at the same point on every turn that sends it cut."""
     return cut_to_tokens(message, settings.cut_tokens, settings.counter.steady())

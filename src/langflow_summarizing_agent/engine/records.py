@@ -90,6 +90,11 @@ class Summary:
         return Summary(version=self.version, row_id=self.row_id, updated_at=self.updated_at)
 
 
+ScopeKey = tuple[str, str, str, str]
+"""A `Scope.key`: flow, owner, session and context, as strings; what this process keys a session's fold lock, usage,
+back-off and catch-up after the reply on."""
+
+
 @dataclass(frozen=True)
 class Scope:
     """Whose summary: one flow, one owner, one session and one context (`None`: every context of the session, read
@@ -106,6 +111,6 @@ class Scope:
             object.__setattr__(self, "context_id", None)
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
-        """The scope as a hashable value of strings: what the fold locks and the background registry key on."""
+    def key(self) -> ScopeKey:
+        """The scope as a hashable value of strings (`ScopeKey`)."""
         return (str(self.flow_id), str(self.user_id), self.session_id, self.context_id or NO_CONTEXT)

@@ -61,7 +61,7 @@ def verbatim_history_tokens(turn: Turn) -> int:
 
 
 def previous_of(turn: Turn, previous: CatchUp | None) -> CatchUp | None:
-    """The fold after the previous reply, when its summary is the stored summary this turn read: a fold of a
+    """The catch-up after the previous reply, when its summary is the stored summary this turn read: a fold of a
     conversation cleared or deleted since (its row gone, or a new one stored) is not this conversation's to report.
     A fold whose summary has no row (it found none to save to) has nothing of this conversation to report either;
     a back-off it leaves shows in the summary the turn read."""
@@ -135,7 +135,7 @@ def memory_step_text(
 
 
 def fold_after_reply_text(result: CatchUp) -> str:
-    """The fold after the previous reply, as a sentence of the status."""
+    """The catch-up after the previous reply, as a sentence of the status."""
     if not result.folded and result.problems:
         return f"The fold after the previous reply failed{_asked(result)}: " + "; ".join(result.problems)
     text = (

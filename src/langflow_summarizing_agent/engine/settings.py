@@ -43,7 +43,7 @@ unfolded history to this share of the budget or below; otherwise it waits until 
 out. Each fold makes the agent's next call miss its history in the cache, so a fold that frees little (a big message
 in the window, which no fold may take) costs more than it saves, and would run again a few exchanges later."""
 DEFAULT_MAX_FOLDS_PER_TURN = 3
-"""Folds (summary calls) one catch-up may make: a turn inline, or the fold after the reply."""
+"""Folds (summary calls) one catch-up may make: in the turn, or after the reply."""
 DEFAULT_SUMMARY_TIMEOUT_SECONDS = 60.0
 MAX_MESSAGES_PER_FOLD = 60
 """Messages sent to the summary model in one call."""

@@ -1,6 +1,6 @@
 """The storage protocol the engine is written against: one session's summary and messages.
 
-`storage.DatabaseStore` implements it on Langflow's database; the tests implement it in memory, and one contract
+`storage.store.DatabaseStore` implements it on Langflow's database; the tests implement it in memory, and one contract
 suite runs on every implementation. The engine never sees SQL, a connection or a Langflow service.
 """
 

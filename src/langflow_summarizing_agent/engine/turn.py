@@ -1,13 +1,13 @@
-"""A turn in three steps: read, plan, fold.
+"""A turn in three steps: read, plan, catch up.
 
     read = await read_turn(store, settings)            # one store call, a frozen TurnRead
     plan = plan_turn(read, settings, now=...)          # pure: what goes word for word, what is folded
     result = await catch_up(read, plan, ...)           # at most Max Folds per Turn folds, one compare-and-swap save
 
 The entry points, each returning a `Turn` that says what happened:
-- `read_and_plan()`: the first two steps; a due fold is left for later (`Turn.due`);
-- `plan_beside_running_fold()`: the same while the session's fold runs in this process (`Turn.busy`);
-- `fold_if_due()`: all three, the fold under the session's fold lock (`Turn.busy` when it is held elsewhere);
+- `read_and_plan()`: the first two steps; a due catch-up is left for later (`Turn.due`);
+- `plan_beside_running_fold()`: the same while the session's catch-up runs in this process (`Turn.busy`);
+- `fold_if_due()`: all three, the catch-up under the session's fold lock (`Turn.busy` when it is held elsewhere);
 - `compact()`: `/compact`, which folds what may be folded now.
 
 Which one runs, and when, is the caller's choice (`wiring.timing`).
@@ -31,13 +31,13 @@ from langflow_summarizing_agent.engine.tokens import ESTIMATE, TokenCounter
 
 @dataclass(frozen=True)
 class Turn:
-    """What one turn read and planned, the fold it made, and what it left for later."""
+    """What one turn read and planned, its catch-up, and what it left for later."""
 
     read: TurnRead
     plan: Plan
-    """The plan the model's history comes from (after the fold, when there was one)."""
+    """The plan the model's history comes from (after the catch-up, when there was one)."""
     fold: CatchUp | None = None
-    """The folds this turn made, if it made any."""
+    """This turn's catch-up, if it made one."""
     busy: bool = False
     """A fold was due and the session's fold lock was held elsewhere: this turn used the previous summary."""
     due: str | None = None
@@ -101,7 +101,7 @@ async def read_and_plan(
     failures: SaveFailures,
     now: Callable[[], datetime] = utcnow,
 ) -> Turn:
-    """Read and plan, without a summary call; a due fold is left for later (`Turn.due`)."""
+    """Read and plan, without a summary call; a due catch-up is left for later (`Turn.due`)."""
     turn = await _read_and_plan(store, settings, _plan, upcoming=(), now=now, failures=failures)
     return replace(turn, due=turn.plan.reason) if turn.plan.fold else turn
 
@@ -113,8 +113,8 @@ async def plan_beside_running_fold(
     failures: SaveFailures,
     now: Callable[[], datetime] = utcnow,
 ) -> Turn:
-    """Read and plan while the session's fold runs: that fold takes what is due, and this turn uses the summary
-    there is (`Turn.busy`)."""
+    """Read and plan while the session's catch-up runs: it takes what is due, and this turn uses the summary there
+    is (`Turn.busy`)."""
     turn = await _read_and_plan(store, settings, _plan, upcoming=(), now=now, failures=failures)
     return replace(turn, busy=True)
 
@@ -130,8 +130,9 @@ async def _fold_under_lock(
     failures: SaveFailures,
     prefix: Prefix | None,
 ) -> Turn | None:
-    """Under the session's fold lock: read, plan, fold what is due, and plan again with the summary that comes out
-    (reading there, so a fold that finished meanwhile leaves nothing due). None when the lock is held elsewhere."""
+    """Under the session's fold lock: read, plan, catch up on what is due, and plan again with the summary that comes
+    out (reading there, so a catch-up that finished meanwhile leaves nothing due). None when the lock is held
+    elsewhere."""
     async with store.fold_lock() as held:
         if not held:
             return None
@@ -155,9 +156,9 @@ async def fold_if_due(
     prefix: Prefix | None = None,
     now: Callable[[], datetime] = utcnow,
 ) -> Turn:
-    """Read and plan; when a fold is due, fold now, or, when the session's fold runs elsewhere, say it is busy.
+    """Read and plan; when a fold is due, catch up now, or, when the session's catch-up runs elsewhere, say it is busy.
 
-    `upcoming` are messages not stored yet that count as the newest (the reply, for the fold after it); `prefix` is
+    `upcoming` are messages not stored yet that count as the newest (the reply, for the catch-up after it); `prefix` is
     the prompt the agent just sent and its reply, with the summarizer that asks on it (`engine.fold.catch_up`)."""
     turn = await _read_and_plan(store, settings, _plan, upcoming=upcoming, now=now, failures=failures)
     if not turn.plan.fold:

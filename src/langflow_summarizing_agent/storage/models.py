@@ -65,6 +65,6 @@ class SessionMemoryStateTable(Base, table=True):
     fold_failure: str | None = Field(default=None, sa_column=Column(String, nullable=True))
     """Why the last fold failed, until a fold succeeds; NULL in a row stored before it was kept."""
     fold_queued_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
-    """When a fold after the reply was queued for the scope, until it ends: the API's reads in any worker wait."""
+    """When a catch-up after the reply was queued for the scope, until it ends: the API's reads in any worker wait."""
     created_at: datetime = Field(default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))
     updated_at: datetime = Field(default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))

@@ -263,7 +263,7 @@ async def session_summaries(*, flow_id: Id, session_id: str, context_id: str | N
 
 
 async def session_fold_queued(*, flow_id: Id, session_id: str, context_id: str | None = None, since: datetime) -> bool:
-    """Whether a fold after the reply, queued or running in any worker, marked the session's summary (of
+    """Whether a catch-up after the reply, queued or running in any worker, marked the session's summary (of
     `context_id` when given) after `since` and has not ended."""
     owned = _owned(flow_id, None)
     if owned is None or not session_id:

@@ -3,8 +3,9 @@ transaction runs.
 
 `SummaryRows` inserts, compare-and-swaps, purges and moves summary rows, and reads a whole session's. `store`
 runs it in a transaction of its own (a turn's save, the HTTP API's session-wide read and reset); the listeners of
-`wiring.lifecycle` run it in the transaction of the Langflow statement that deletes or moves messages. No other
-module builds SQL on the table.
+`wiring.lifecycle` run it in the transaction of the Langflow statement that deletes or moves messages. Every write
+to the table is here; one read is not: a turn's read joins the summary row to the messages in one statement
+(`store._turn_statement`).
 
 The table is `models.TABLE_NAME`, and three of its columns keep the names of the first migration; `models` maps
 them to the code's names, and `summary_values()` / `to_summary()` map rows to `Summary` and back.
@@ -24,7 +25,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 
-from langflow_summarizing_agent.engine.records import NO_CONTEXT, Cursor, Scope, Summary, as_utc
+from langflow_summarizing_agent.engine.records import NO_CONTEXT, Cursor, Scope, ScopeKey, Summary, as_utc
 from langflow_summarizing_agent.storage.messages import message_table
 from langflow_summarizing_agent.storage.models import SCOPE_COLUMNS, TABLE_NAME, SessionMemoryStateTable
 
@@ -32,7 +33,6 @@ __all__ = [
     "SUMMARIES",
     "MessageDeletePlan",
     "Rename",
-    "ScopeKey",
     "SessionSummary",
     "SummaryRows",
     "UnsupportedDatabaseError",
@@ -43,9 +43,6 @@ __all__ = [
 SUMMARIES = SessionMemoryStateTable.metadata.tables[TABLE_NAME]
 """The one handle on the table. Writes go through the Core table: ORM-enabled DML would add ORM bookkeeping to a
 single statement."""
-
-ScopeKey = tuple[str, str, str, str]
-"""A `Scope.key`: what this process keys a session's fold lock, usage and back-off on."""
 
 _CHUNK = 500
 """Ids per IN list: far below the bind-parameter limits of SQLite (32766) and Postgres (65535)."""

@@ -3,7 +3,7 @@
 The Agent's `get_memory_data()` calls `memory_data()`, and `/compact` calls `compact_reply()`. What is the Agent's
 own: its settings read off its inputs, with tokens counted as its model counts them, scaled by the usage its
 provider reported for this session, and twice Fold Batch when the provider caches prompts (`wiring.usage`); its
-read, which ends before its current input; and what its fold after the reply knows, taken as its build ends (the
+read, which ends before its current input; and what its catch-up after the reply knows, taken as its build ends (the
 signal its fold waits for, `wiring.after_reply`): the reply it produced, and, when its own model folds and its
 provider caches prompts, the prompt it just sent, for the fold to ask on.
 """
@@ -196,7 +196,7 @@ async def memory_data(component: Any, stock_history: StockHistory) -> list[Messa
 
 
 def reply_built(component: Any, message: object) -> None:
-    """The Agent's `message_response` returned `message`, its final reply: the fold after it may start."""
+    """The Agent's `message_response` returned `message`, its final reply: the catch-up after it may start."""
     signal = component.__dict__.pop(REPLY_SIGNAL_ATTRIBUTE, None)
     if signal is not None:
         signal(message)
@@ -254,10 +254,10 @@ def _part(component: Any, runtime: Runtime) -> Part | None:
 def _reply_of_the_build(
     component: Any, part: Part, earlier_results: object, runtime: Runtime, message: object
 ) -> after_reply.Reply:
-    """What the fold after the reply knows, taken as the Agent's build ends: the reply it produced, `message` or else
-    its built results (Chat Output stores it at a moment no fold can rely on), and, when the Agent's own model folds
-    and its provider caches prompts (`wiring.usage`), the prompt the agent just sent with that reply, for the fold to
-    ask on with the same tools bound and tool calls turned off (`engine.prompt.build_fold_prompt_on_prefix`), which
+    """What the catch-up after the reply knows, taken as the Agent's build ends: the reply it produced, `message` or
+    else its built results (Chat Output stores it at a moment no fold can rely on), and, when the Agent's own model
+    folds and its provider caches prompts (`wiring.usage`), the prompt the agent just sent with that reply, for the fold
+    to ask on with the same tools bound and tool calls turned off (`engine.prompt.build_fold_prompt_on_prefix`), which
     the provider serves from its cache."""
     upcoming = _as_reply(message) if message is not None else reply_of(component, earlier_results)
     call = part.observer.last_call if part.observer is not None else None

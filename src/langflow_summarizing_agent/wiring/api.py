@@ -5,7 +5,7 @@ Routes, under `ROUTE_PREFIX`:
 - `GET /sessions/{session_id}/summary?flow_id=...[&context_id=...]`: the session's summaries (summary text, pinned
   values, cursor, how many messages the summary covers, version, summary model, updated time), one per context and
   message owner; `context_id` narrows to one context (`""` is "no context"). A summary whose messages are gone
-  reads as empty, as the next turn sees it. A read waits for the session's folds after the reply, queued or running,
+  reads as empty, as the next turn sees it. A read waits for the session's catch-ups after the reply, queued or running,
   in whichever worker they are (up to `FOLD_WAIT_SECONDS`; `fold_pending` says when one has not saved by then, and
   each summary's `version` which one was read). A first fold, before the session has a summary, is not waited for.
 - `DELETE` on the same path: reset, after the same wait. The rows are deleted and the next turn rebuilds the summary
@@ -30,7 +30,7 @@ from fastapi import APIRouter, HTTPException, Query, status
 from langflow.api.utils import CurrentActiveUser, DbSession
 from pydantic import BaseModel, Field
 
-from langflow_summarizing_agent.engine.records import NO_CONTEXT, utcnow
+from langflow_summarizing_agent.engine.records import NO_CONTEXT, ScopeKey, utcnow
 from langflow_summarizing_agent.storage.store import (
     reset_session,
     session_fold_queued,
@@ -146,8 +146,8 @@ async def reset_session_summary(
 
 
 async def _folds_ended(flow_id: UUID, session_id: str, context_id: str | None) -> bool:
-    """Wait for the session's folds after the reply, queued or running, in this worker and in any other: a read or
-    reset right after a turn sees what the fold after its reply saved, wherever it lands, even when that fold waits
+    """Wait for the session's catch-ups after the reply, queued or running, in this worker and in any other: a read or
+    reset right after a turn sees what the catch-up after its reply saved, wherever it lands, even when that fold waits
     for a place. False when one has not ended after `FOLD_WAIT_SECONDS`."""
     deadline = time.monotonic() + FOLD_WAIT_SECONDS
     await runtime.current().timing.wait_for(
@@ -167,7 +167,7 @@ async def _folds_ended(flow_id: UUID, session_id: str, context_id: str | None) -
     return await session_folds_ended(flow_id=flow_id, session_id=session_id, timeout_seconds=left)
 
 
-def _in_session(key: tuple[str, ...], *, flow_id: UUID, session_id: str, context_id: str | None) -> bool:
+def _in_session(key: ScopeKey, *, flow_id: UUID, session_id: str, context_id: str | None) -> bool:
     """True when a `Scope.key` belongs to the session (and context, when given)."""
     flow, _, session, context = key
     if session != session_id or (context_id is not None and context != (context_id or NO_CONTEXT)):

@@ -5,7 +5,7 @@ would change the meaning of (`refusal`: a sender filter, External Memory); its w
 History's, its newest Number of Messages rows, the current input included when Chat Input stored it first; its
 scope is its Session ID and Context ID, else the graph's session; it has no model of its own, so with no Summary
 Model it folds with the flow's own language model, the first one after it, and with none in the flow it retrieves
-as the stock Message History and says so; tokens are counted with the summary model's tokenizer; its fold after the
+as the stock Message History and says so; tokens are counted with the summary model's tokenizer; its catch-up after the
 reply reads the reply from the store, once Langflow stores it final (`wiring.after_reply`).
 It returns the summary message and the window, in the component's order, on the same store as the Agent, so both
 components share a session's summary.

@@ -41,7 +41,8 @@ from sqlalchemy import Connection, Table, and_, case, event, func, select
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction, attributes
 from sqlalchemy.sql.elements import BindParameter, ColumnElement
 
-from langflow_summarizing_agent.storage.summaries import Rename, ScopeKey, SummaryRows
+from langflow_summarizing_agent.engine.records import ScopeKey
+from langflow_summarizing_agent.storage.summaries import Rename, SummaryRows
 from langflow_summarizing_agent.wiring import runtime
 
 __all__ = ["install_listeners", "listeners_installed"]

@@ -6,9 +6,10 @@ the app. Ours, `install_routes_and_listeners`, does the four things this package
 1. it adds the HTTP API of `api` (inspect and reset a session's summary), under `api.ROUTE_PREFIX`;
 2. it installs the SQLAlchemy listeners of `lifecycle`, which purge or move summaries in the transaction that
    deletes or renames messages;
-3. it installs the process's runtime with folds after the reply (`after_reply.AfterReply`), as a server's event
-   loop outlives the turn, the listener that signals a stored final reply, and a shutdown hook in Langflow's
-   lifespan that cancels running folds before the database closes;
+3. it installs the process's runtime with the catch-up after the reply (`after_reply.AfterReply`), as a server's
+   event loop outlives the turn (a runtime installed before stays), the listener that signals a stored final reply,
+   and, with that timing, a shutdown hook in Langflow's lifespan that cancels running folds before the database
+   closes;
 4. it sets this package's log level to the server's (`--log-level`, which `langflow run` puts in
    `LANGFLOW_LOG_LEVEL`): the package logs through Python's `logging`, whose root logger in a Langflow server is set
    up by one of its libraries at INFO, so a turn's report would otherwise reach the console of a server started at
@@ -43,7 +44,8 @@ class RouteTarget(Protocol):
 
 def install_routes_and_listeners(app: RouteTarget) -> None:
     """Add the summary routes to `app` (Langflow hands plugins a wrapper that only adds routes), install the
-    message listeners and the server's runtime, whose folds run after the reply (idempotent)."""
+    message listeners and the server's runtime, whose catch-ups run after the reply. Called again, it adds the routes
+    to the `app` given and changes nothing else."""
     app.include_router(api.router)
     lifecycle.install_listeners()
     folds = after_reply.AfterReply(after_reply.max_running_from_environment())

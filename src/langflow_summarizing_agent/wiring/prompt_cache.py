@@ -1,4 +1,4 @@
-"""Anthropic's prompt cache, asked for: breakpoints on the Summarizing Agent's calls and on its fold after the reply.
+"""Anthropic's prompt cache, asked for: breakpoints on the Summarizing Agent's calls and on its folds after the reply.
 
 Anthropic caches a prompt only up to a `cache_control` breakpoint, and reads at a breakpoint the longest prefix an
 earlier call wrote at most 20 blocks before it. With the switch on and an Anthropic model (`ChatAnthropic`), the
@@ -7,7 +7,7 @@ and (a top-level `cache_control`) the newest message. Between folds each call re
 end, so it reads the system prompt, the tools, the summary message and the history sent before, and writes only what
 is new. A fold changes the summary message, so the next call reads the system prompt and the tools only.
 
-The fold after the reply is not an agent call: it asks the agent's model on the agent's last prompt, which holds the
+The catch-up after the reply is not an agent call: it asks the agent's model on the agent's last prompt, which holds the
 system prompt's and the last tool's breakpoints as sent, and `on_the_agents_prefix` adds the top-level `cache_control`,
 so the fold reads that whole prompt and writes only the reply and the fold instruction.
 

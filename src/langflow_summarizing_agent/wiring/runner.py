@@ -1,7 +1,7 @@
 """The turn runner: the one way both components enter the engine.
 
 A component hands the runner a `Part`: what is its own (its name, its settings read with its fields' names and its
-window rule, its scope, its summary model, the store its fold after the reply reads and the signal that fold waits
+window rule, its scope, its summary model, the store its catch-up after the reply reads and the signal that fold waits
 for). The runner does the rest, the same for both:
 
 1. falls back to the component's stock history without a Langflow database or without the flow's ids;
@@ -59,9 +59,9 @@ class Part:
     before: str | None = None
     """The turn's read ends before this message (the Agent's current input, which it sends itself)."""
     through: str | None = None
-    """The fold after the reply reads through this message, and takes the reply from its signal."""
+    """The catch-up after the reply reads through this message, and takes the reply from its signal."""
     signal: ReplySignal = ReplySignal.STORED_REPLY
-    """What tells the fold after the reply that the final reply is there (`wiring.after_reply`)."""
+    """What tells the catch-up after the reply that the final reply is there (`wiring.after_reply`)."""
     observer: UsageObserver | None = None
 
 

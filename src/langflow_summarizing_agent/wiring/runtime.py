@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from langflow_summarizing_agent.engine.fold import SaveFailures
+from langflow_summarizing_agent.engine.records import ScopeKey
 from langflow_summarizing_agent.engine.store import HeldScopes
 from langflow_summarizing_agent.wiring.timing import FoldTiming, Inline
 from langflow_summarizing_agent.wiring.usage import SessionUsage
@@ -45,7 +46,7 @@ class Runtime:
                 await upgrade(url)
                 self.migrated.add(url)
 
-    def forget(self, key: tuple[str, ...]) -> None:
+    def forget(self, key: ScopeKey) -> None:
         """Drop what this process keeps of a deleted session."""
         self.usage.forget(key)
         self.save_failures.forget(key)

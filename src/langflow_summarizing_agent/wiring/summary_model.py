@@ -33,11 +33,11 @@ logger = logging.getLogger(__name__)
 
 
 def summary_model_picker(**fields: Any) -> ModelInput:
-    from lfx.io import ModelInput
-
     """The Summary Model input: a model picker only, without "Connect other models" (the canvas shows a model field's
     handle only in that mode). A model node connected to it would be built with the flow, before any fold, and its
     failure would fail the turn; a picked model is built only when a fold runs, so its failure is a failed fold."""
+    from lfx.io import ModelInput
+
     return ModelInput(external_options={}, **fields)
 
 
@@ -63,9 +63,9 @@ def build_summary_model(component: Component) -> BaseLanguageModel:
 
 
 def summary_model_builder(component: Component) -> Callable[[], BaseLanguageModel]:
-    """What builds the summary model, with the component's inputs read now: a fold after the reply builds it once the
-    build has ended, from these values, never from the component. Reading them never raises: a failure is raised when
-    the model is built, a failed fold.
+    """What builds the summary model, with the component's inputs read now: a catch-up after the reply builds it once
+    the build has ended, from these values, never from the component. Reading them never raises: a failure is raised
+    when the model is built, a failed fold.
 
     The Summary Model input if connected or picked, else the Agent's own model, built as
     `AgentComponent.get_agent_requirements()` builds the Agent's model (its model selection, then `_get_llm`'s
@@ -165,7 +165,7 @@ def flow_model_node(component: Component) -> Vertex | None:
 
 def _flow_model(component: Component, node: Vertex) -> Callable[[], BaseLanguageModel]:
     """The model picked on `node`, built as the Language Model component builds it, without streaming, with the
-    values its fields hold now (read once: a fold after the reply never reads the flow)."""
+    values its fields hold now (read once: a catch-up after the reply never reads the flow)."""
     from lfx.base.models.unified_models import get_llm
 
     params: Mapping[str, Any] = dict(node.params)

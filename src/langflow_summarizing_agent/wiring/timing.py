@@ -15,8 +15,9 @@ from collections.abc import Callable, Hashable
 from typing import Protocol
 
 from langflow_summarizing_agent.engine.fold import CatchUp
+from langflow_summarizing_agent.engine.records import ScopeKey
 from langflow_summarizing_agent.engine.turn import Turn, compact, fold_if_due
-from langflow_summarizing_agent.wiring.after_reply import Reply, ScopeKey, TurnWork
+from langflow_summarizing_agent.wiring.after_reply import Reply, TurnWork
 
 
 class FoldTiming(Protocol):

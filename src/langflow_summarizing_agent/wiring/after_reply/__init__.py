@@ -1,4 +1,4 @@
-"""The fold after the reply: when it starts (`signals`), what it knows of the turn (`reply`), and when it runs
+"""The catch-up after the reply: when it starts (`signals`), what it knows of the turn (`reply`), and when it runs
 (`folds`), in one package.
 
 On `langflow run` a turn never waits for a summary call: it reads and plans, and leaves the session's fold for after
@@ -50,7 +50,6 @@ from langflow_summarizing_agent.wiring.after_reply.reply import (
     FoldsElsewhere,
     Reply,
     ReplySignal,
-    ScopeKey,
     TurnWork,
     fold_after_reply,
 )
@@ -71,7 +70,6 @@ __all__ = [
     "FoldsElsewhere",
     "Reply",
     "ReplySignal",
-    "ScopeKey",
     "TurnWork",
     "fold_after_reply",
     "install_reply_listener",

@@ -1,4 +1,4 @@
-"""When a fold after the reply runs: `AfterReply`, the timing, with one record per session scope (`_SessionFolds`)
+"""When a catch-up after the reply runs: `AfterReply`, the timing, with one record per session scope (`_SessionFolds`)
 and at most `max_running` summary calls at once in the process."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from langflow_summarizing_agent.engine.fold import CatchUp
-from langflow_summarizing_agent.engine.records import Summary
+from langflow_summarizing_agent.engine.records import ScopeKey, Summary
 from langflow_summarizing_agent.engine.store import SessionStore
 from langflow_summarizing_agent.engine.turn import Turn, compact, plan_beside_running_fold, read_and_plan
 from langflow_summarizing_agent.wiring.after_reply.reply import (
@@ -24,7 +24,6 @@ from langflow_summarizing_agent.wiring.after_reply.reply import (
     Reply,
     ReplySignal,
     ReplyWait,
-    ScopeKey,
     TurnWork,
 )
 
@@ -35,7 +34,7 @@ DEFAULT_MAX_RUNNING = 4
 MAX_SESSIONS = 10_000
 """Session records kept once their folds ended (for the report of the last one); the oldest are forgotten first."""
 REPLY_WAIT_SECONDS = 600.0
-"""Longest wait for the session's final reply before the fold after it runs anyway."""
+"""Longest wait for the session's final reply before the catch-up after it runs anyway."""
 QUEUED_MARK_SECONDS = REPLY_WAIT_SECONDS + 300.0
 """How long the mark of a queued fold counts (`SessionStore.mark_fold_queued`): longer than a fold waits for its
 reply, a place and its summary calls; an older one is left by a worker that was killed, and ignored."""
@@ -169,7 +168,7 @@ class AfterReply:
         try:
             await asyncio.wait_for(waiter.event.wait(), REPLY_WAIT_SECONDS)
         except TimeoutError:
-            logger.info("Summarizing Agent: no reply within %.0f s; the fold after it runs now", REPLY_WAIT_SECONDS)
+            logger.info("Summarizing Agent: no reply within %.0f s; the catch-up after it runs now", REPLY_WAIT_SECONDS)
             session = self._sessions.get(key)
             if session is not None and session.waiter is waiter:
                 session.waiter = None

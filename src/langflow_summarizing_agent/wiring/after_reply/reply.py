@@ -1,5 +1,5 @@
-"""What the fold after the reply knows and does: the signal a turn waits for (`ReplySignal`), the `Reply` frozen when
-it comes, the turn's work handed to the timing (`TurnWork`), and the fold job itself (`fold_after_reply`)."""
+"""What the catch-up after the reply knows and does: the signal a turn waits for (`ReplySignal`), the `Reply` frozen
+when it comes, the turn's work handed to the timing (`TurnWork`), and the fold job itself (`fold_after_reply`)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,6 @@ from langflow_summarizing_agent.engine.turn import fold_if_due
 
 logger = logging.getLogger(__name__)
 
-ScopeKey = tuple[str, ...]
-"""A `Scope.key`: flow, owner, session, context."""
-
 FOLD_WAIT_SECONDS = 120.0
 """Longest wait for a session's folds running in any worker: by a read or reset through the API (past it, the answer's
 `fold_pending` says so), or by a fold following them."""
@@ -36,7 +33,7 @@ class ReplySignal(enum.Enum):
 
 @dataclass(frozen=True)
 class Reply:
-    """What the fold after the reply knows of it, frozen when the signal comes: the reply as the newest message not
+    """What the catch-up after the reply knows of it, frozen when the signal comes: the reply as the newest message not
     stored yet, and the prompt the agent sent with it, with the summarizer that asks on it."""
 
     upcoming: tuple[StoredMessage, ...] = ()
@@ -99,7 +96,7 @@ def fold_after_reply(
             )
         if turn.fold is None:
             for problem in report.problems(turn):
-                logger.warning("%s: fold after the reply: %s", name, problem)
+                logger.warning("%s: catch-up after the reply: %s", name, problem)
             return None
         return replace(turn.fold, seconds=time.monotonic() - started)
 

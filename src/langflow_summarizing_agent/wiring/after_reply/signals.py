@@ -9,8 +9,9 @@ import logging
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from langflow_summarizing_agent.engine.records import ScopeKey
 from langflow_summarizing_agent.wiring.after_reply.folds import AfterReply
-from langflow_summarizing_agent.wiring.after_reply.reply import Reply, ScopeKey
+from langflow_summarizing_agent.wiring.after_reply.reply import Reply
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def signal_build_end(
         try:
             reply = take(message)
         except Exception:  # the fold then plans through the input, as without a reply
-            logger.exception("Summarizing Agent: the reply could not be taken for the fold after it")
+            logger.exception("Summarizing Agent: the reply could not be taken for the catch-up after it")
             reply = Reply()
         timing.built(key, turn, reply)
 
