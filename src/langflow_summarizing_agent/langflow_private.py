@@ -4,15 +4,17 @@ Langflow keeps no promise about names that start with an underscore; a release m
 through this module, a change shows in one place: `missing()` names what the installed Langflow no longer has and
 which function here needs it, and a unit test fails on it before a turn does.
 
-`OVERRIDDEN` are the private methods of the Agent that the Summarizing Agent overrides: an override cannot go through
-a function, and a renamed hook is silently never called, so they are checked the same way.
+The private methods a component overrides cannot go through a function, and a renamed hook is silently never called,
+so they are checked the same way, and read from the component classes rather than listed (`overridden`): every name
+a component class defines that starts with one underscore overrides its Langflow base's, except the component's own
+helpers, listed in `OWN_HELPERS`. A new private method is therefore either checked or listed there, never missed.
 """
 
 from __future__ import annotations
 
 import importlib
 import types
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 from uuid import UUID
 
@@ -48,12 +50,21 @@ REQUIRED: tuple[Private, ...] = (
     Private(COMPONENT, "Component._parameters", "langflow_private.built_parameters", instance=True),
     Private(COMPONENT, "Component._vertex", "langflow_private.vertex_of", instance=True),
 )
-OVERRIDDEN: tuple[Private, ...] = (
-    Private(AGENT, "AgentComponent._get_shared_callbacks", "SummarizingAgentComponent._get_shared_callbacks"),
-    Private(
-        AGENT, "AgentComponent._build_initial_agent_message", "SummarizingAgentComponent._build_initial_agent_message"
-    ),
+OWN_HELPERS = frozenset(
+    {"SummarizingMessageHistoryComponent._summarizes", "SummarizingMessageHistoryComponent._stock_messages"}
 )
+"""Private methods of the components that override nothing of Langflow's."""
+
+
+def overridden(component: type) -> tuple[Private, ...]:
+    """The private Langflow methods `component` overrides: each name its class body defines that starts with one
+    underscore (`OWN_HELPERS` aside), on the nearest Langflow class it derives from."""
+    base = next(cls for cls in component.__mro__[1:] if cls.__module__.split(".")[0] in ("lfx", "langflow"))
+    return tuple(
+        Private(base.__module__, f"{base.__qualname__}.{name}", f"{component.__name__}.{name}")
+        for name in vars(component)
+        if name.startswith("_") and not name.startswith("__") and f"{component.__name__}.{name}" not in OWN_HELPERS
+    )
 
 
 def message_scope(flow_id: str | UUID | None, user_id: str | UUID | None) -> tuple[UUID | None, UUID | None]:
@@ -108,11 +119,13 @@ def vertex_of(component: Component) -> Vertex | None:
     return component.__dict__.get("_vertex")
 
 
-def missing() -> list[str]:
-    """What the installed Langflow no longer has, one line each, naming what in this package needs it."""
+def missing(components: Iterable[type]) -> list[str]:
+    """What the installed Langflow no longer has, one line each, naming what in this package needs it: the names in
+    `REQUIRED`, and the private methods `components` override (`overridden`)."""
+    overrides = [symbol for component in components for symbol in overridden(component)]
     return [
         f"Langflow no longer has {symbol.attribute} in {symbol.module}; update {symbol.user}"
-        for symbol in (*REQUIRED, *OVERRIDDEN)
+        for symbol in (*REQUIRED, *overrides)
         if not _exists(symbol)
     ]
 

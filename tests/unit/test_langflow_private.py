@@ -3,13 +3,19 @@ and no module but `langflow_private` reaches them."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import io
+import pkgutil
 import re
 import tokenize
 from pathlib import Path
+from typing import Any
 
 import pytest
+from lfx.custom.custom_component.component import Component
 
+from langflow_summarizing_agent import components as components_package
 from langflow_summarizing_agent import langflow_private
 from langflow_summarizing_agent.langflow_private import Private
 
@@ -24,9 +30,47 @@ PRIVATE_PATH = re.compile(r"\b(?:langflow|lfx)(?:\.\w+)*\._[a-z]\w*")
 PRIVATE_SLOT = re.compile(r"""__dict__\s*(?:\[|\.get\()\s*["'](_\w*)""")
 
 
+def _components() -> list[type]:
+    """Every component class of the package's bundles, found by walking them."""
+    found = []
+    for info in pkgutil.walk_packages(components_package.__path__, f"{components_package.__name__}."):
+        for _, cls in inspect.getmembers(importlib.import_module(info.name), inspect.isclass):
+            if issubclass(cls, Component) and cls.__module__ == info.name:
+                found.append(cls)
+    return found
+
+
+COMPONENTS = _components()
+
+
 def test_the_installed_langflow_has_every_private_name_this_package_uses() -> None:
-    gone = langflow_private.missing()
+    gone = langflow_private.missing(COMPONENTS)
     assert gone == [], "\n".join(gone)
+
+
+def test_every_private_method_a_component_overrides_is_checked() -> None:
+    checked = {symbol.user for component in COMPONENTS for symbol in langflow_private.overridden(component)}
+
+    assert {
+        "SummarizingAgentComponent._get_shared_callbacks",
+        "SummarizingAgentComponent._build_middleware",
+        "SummarizingAgentComponent._build_initial_agent_message",
+    } <= checked
+    assert sorted(langflow_private.OWN_HELPERS - {f"{c.__name__}.{n}" for c in COMPONENTS for n in vars(c)}) == []
+
+
+def test_a_new_private_method_on_a_component_is_checked_against_langflow() -> None:
+    from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
+
+    def _no_such_hook(self: Any) -> None:
+        return None
+
+    overriding = type("SummarizingAgentComponent", (SummarizingAgentComponent,), {"_no_such_hook": _no_such_hook})
+
+    assert langflow_private.missing([overriding]) == [
+        "Langflow no longer has AgentComponent._no_such_hook in lfx.components.models_and_agents.agent; "
+        "update SummarizingAgentComponent._no_such_hook"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -41,7 +85,7 @@ def test_a_private_name_langflow_dropped_is_reported_with_what_needs_it(
 ) -> None:
     monkeypatch.delattr(f"{module}.{attribute}")
 
-    gone = langflow_private.missing()
+    gone = langflow_private.missing(COMPONENTS)
 
     assert len(gone) == 1
     assert gone[0].startswith("Langflow no longer has ")
@@ -55,7 +99,7 @@ def test_an_instance_attribute_no_langflow_code_sets_or_reads_is_reported(monkey
     )
     monkeypatch.setattr(langflow_private, "REQUIRED", (*langflow_private.REQUIRED, renamed))
 
-    assert langflow_private.missing() == [
+    assert langflow_private.missing(COMPONENTS) == [
         "Langflow no longer has Component._no_such_slot in lfx.custom.custom_component.component; "
         "update langflow_private.vertex_of"
     ]
