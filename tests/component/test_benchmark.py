@@ -16,6 +16,8 @@ import pytest
 
 from langflow_summarizing_agent.engine.settings import MAX_MESSAGE_CHARS
 
+# One xdist worker runs the module: the tiny run of the module fixture (two minutes) is made once.
+pytestmark = [pytest.mark.benchmark, pytest.mark.xdist_group("benchmark")]
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARK_TIMEOUT_SECONDS = 900
 

@@ -33,6 +33,8 @@ from tests.support.postgres_database import fresh_postgres_database
 from tests.support.redis_server import running_redis
 from tests.support.server_fixtures import LangflowServer
 
+# One xdist worker runs the module: its two-worker server (minutes to start) starts once.
+pytestmark = pytest.mark.xdist_group("two_workers")
 CONCURRENT_RUNS = 16
 # How long concurrent rounds go on until one is spread over both workers (a worker boots Langflow on its own).
 WORKER_SPREAD_TIMEOUT = 180.0
