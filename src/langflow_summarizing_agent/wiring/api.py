@@ -216,6 +216,10 @@ async def _ensure_flow_or_404(session: Any, flow_id: UUID, user: Any, *, write: 
             owner_column=Flow.user_id,  # type: ignore[arg-type]
             owner_id=user.id,
         )
+    # The flow check is the request's one use of its database session. Ending its transaction returns the connection
+    # to the pool (Langflow's sessions keep loaded rows on commit), so a read or reset that then waits for a catch-up,
+    # up to FOLD_WAIT_SECONDS, holds none.
+    await session.commit()
     if flow is None:
         raise HTTPException(status_code=status.HTTP_404_NOT_FOUND, detail=not_found)
     try:
