@@ -6,6 +6,7 @@ chatbot's (the Summarizing Message History's).
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,6 +37,7 @@ from tests.support.server_fixtures import LangflowServer
 # One xdist worker runs the module: its two-worker server (minutes to start) starts once.
 pytestmark = pytest.mark.xdist_group("two_workers")
 CONCURRENT_RUNS = 16
+POSTGRES_DEFAULT_MAX_CONNECTIONS = 100
 # How long concurrent rounds go on until one is spread over both workers (a worker boots Langflow on its own).
 WORKER_SPREAD_TIMEOUT = 180.0
 FOLDS_QUIET_SECONDS = 2.0
@@ -75,6 +77,12 @@ def test_the_recipe_runs_several_workers_on_the_redis_queue_with_the_postgresql_
     assert any(requirement.startswith("psycopg") for requirement in extra_requirements(recipe.extra))
     assert ["langflow", "summarizing-agent", "migrate"] in recipe.commands
     assert not any("DANGEROUSLY" in name for name in recipe.exports)
+    # The variables Langflow's job queue reads (`settings.redis_queue_host`, `_port`), not only the job queue type.
+    assert {"LANGFLOW_REDIS_QUEUE_HOST", "LANGFLOW_REDIS_QUEUE_PORT"} <= set(recipe.exports)
+    # Two servers by the recipe (the load benchmark's two_servers) stay within PostgreSQL's default max_connections,
+    # where Langflow's default pool (20 + 30 a worker) would not.
+    pool = json.loads(recipe.exports["LANGFLOW_DB_CONNECTION_SETTINGS"])
+    assert 2 * recipe.workers * (pool["pool_size"] + pool["max_overflow"]) < POSTGRES_DEFAULT_MAX_CONNECTIONS
 
 
 def summarizing_flow(record_path: Path, **agent_settings: Any) -> dict[str, Any]:
