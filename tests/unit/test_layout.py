@@ -1,5 +1,6 @@
 """The layout shows the architecture: the engine below storage, storage below the Langflow wiring, the component on
-top, and no module importing one above its layer or importing itself back through others."""
+top, and no module importing one above its layer or importing itself back through others. The test layers say what
+they are: the unit layer starts no process."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ LAYERS = ["engine", "storage", "wiring", "components"]
 SAVED_FLOW_NAMES = {f"{PACKAGE}.agent_memory", f"{PACKAGE}.fold"}
 """Modules that only re-export names for component code saved by 0.1.0: they sit above every layer."""
 OUTSIDE_THE_ENGINE = ("lfx", "langflow", "sqlalchemy", "sqlmodel", "fastapi", "alembic")
+UNIT_DIR = Path(__file__).resolve().parent
+PROCESS_MODULES = {"subprocess", "multiprocessing"}
+PROCESS_CALLS = {"asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell", "os.system", "os.popen"}
+"""How a module starts a process: a test that does belongs to a layer that says so (tests/gates, tests/component)."""
 
 
 def _modules() -> dict[str, Path]:
@@ -89,3 +94,23 @@ def test_the_engine_uses_no_database_and_no_langflow(module):
 def test_every_module_says_what_it_is():
     missing = [name for name, path in _modules().items() if not ast.get_docstring(ast.parse(path.read_text()))]
     assert missing == []
+
+
+def _process_starts(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            names = [f"{node.value.id}.{node.attr}"]
+        else:
+            continue
+        if any(name.split(".")[0] in PROCESS_MODULES or name in PROCESS_CALLS for name in names):
+            found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_no_unit_test_starts_a_process():
+    assert [start for path in sorted(UNIT_DIR.rglob("*.py")) for start in _process_starts(path)] == []
