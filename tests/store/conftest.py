@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from langflow_summarizing_agent.engine.records import Scope, StoredMessage
+from langflow_summarizing_agent.engine.records import Role, Scope, StoredMessage
 from langflow_summarizing_agent.engine.store import SessionStore
 from tests.store.contract_harness import Harness
 from tests.support.fakes import InMemoryDatabase
@@ -40,7 +40,7 @@ def _memory_harness() -> Harness:
         ids = []
         for index, (timestamp, text) in enumerate(rows):
             message_id = str(columns.get("id") or uuid.uuid4())
-            role = "user" if index % 2 == 0 else "assistant"
+            role: Role = "user" if index % 2 == 0 else "assistant"
             message = StoredMessage(id=message_id, timestamp=timestamp, role=role, text=text)
             error = bool(columns.get("error")) or columns.get("category") == "error"
             key = (str(scope.flow_id), str(scope.user_id), scope.session_id)
@@ -72,10 +72,11 @@ def _memory_harness() -> Harness:
 
 async def _delete_behind_langflows_back(message_ids: list[str]) -> None:
     import sqlalchemy as sa
-    from langflow.services.database.models.message.model import MessageTable
     from langflow.services.deps import get_db_service
 
-    table = MessageTable.__table__
+    from langflow_summarizing_agent.storage.messages import message_table
+
+    table = message_table()
     async with get_db_service().engine.begin() as connection:
         await connection.execute(sa.delete(table).where(table.c.id.in_([uuid.UUID(i) for i in message_ids])))
 

@@ -12,7 +12,7 @@ from uuid import UUID, uuid4
 
 from langchain_core.messages import BaseMessage
 
-from langflow_summarizing_agent.engine.records import NO_CONTEXT, Cursor, Scope, StoredMessage, Summary, utcnow
+from langflow_summarizing_agent.engine.records import NO_CONTEXT, Cursor, Role, Scope, StoredMessage, Summary, utcnow
 from langflow_summarizing_agent.engine.store import HeldScopes
 from tests.support.fake_chat_model import FakeChatModel
 
@@ -25,7 +25,7 @@ def make_messages(texts: list[str], *, start: int = 0, same_timestamp: bool = Fa
     for offset, text in enumerate(texts):
         index = start + offset
         stamp = T0 if same_timestamp else T0 + timedelta(seconds=index)
-        role = "user" if index % 2 == 0 else "assistant"
+        role: Role = "user" if index % 2 == 0 else "assistant"
         messages.append(StoredMessage(id=f"m{index:06d}", timestamp=stamp, role=role, text=text))
     return messages
 
@@ -160,7 +160,7 @@ class InMemorySessionStore:
         if summary.version == 0:
             if current is not None:
                 return None
-            row_id = str(uuid4())
+            row_id: str | None = str(uuid4())
         elif current is None or (current.row_id, current.version) != (summary.row_id, summary.version):
             return None
         else:

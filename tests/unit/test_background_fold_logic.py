@@ -14,6 +14,7 @@ import pytest
 
 from langflow_summarizing_agent.engine.fold import CatchUp, SaveFailures, Summarizer
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.records import Scope, ScopeKey
 from langflow_summarizing_agent.engine.report import status_text
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import SessionStore
@@ -26,6 +27,14 @@ from tests.support.fake_chat_model import FoldGate
 from tests.support.fakes import InMemorySessionStore, InMemoryStore, RecordingSummarizer, make_messages
 
 FOLD_BY_BATCH = {"n_messages": 5, "fold_batch": 4, "history_token_budget": 0}
+
+
+def key(session_id: str) -> ScopeKey:
+    """The key a turn of `session_id` keys its fold after the reply on."""
+    return Scope(flow_id="flow", user_id="user", session_id=session_id).key
+
+
+SESSION, OTHER = key("session"), key("other")
 
 
 def settings(**overrides: Any) -> FoldSettings:
@@ -216,37 +225,37 @@ async def test_one_background_fold_per_session_and_a_later_turns_job_runs_once_i
     folds = AfterReply()
     running, older, newer = Gate(), Gate(), Gate()
 
-    folds.start("session", running.fold)
+    folds.start(SESSION, running.fold)
     await running.started.wait()
-    folds.start("session", older.fold)
-    folds.start("session", newer.fold)
+    folds.start(SESSION, older.fold)
+    folds.start(SESSION, newer.fold)
     await asyncio.sleep(0.05)
     assert not newer.started.is_set(), "a second fold of a session beside the running one"
-    assert folds.running("session")
+    assert folds.running(SESSION)
     running.opened.set()
     await asyncio.wait_for(newer.started.wait(), timeout=10)
-    first = folds.previous("session")
+    first = folds.previous(SESSION)
     assert first is not None and (first.folded, first.calls) == (4, 1)
-    assert folds.previous("session") is None, "the next turn reports an outcome once"
+    assert folds.previous(SESSION) is None, "the next turn reports an outcome once"
     newer.opened.set()
-    await folds.wait("session")
+    await folds.wait(SESSION)
 
-    assert not folds.running("session")
+    assert not folds.running(SESSION)
     assert not older.started.is_set(), "only the newest turn's job follows the running fold"
 
 
 async def test_waiting_for_a_session_waits_for_the_fold_that_follows_its_running_one() -> None:
     folds = AfterReply()
     running, following = Gate(), Gate()
-    folds.start("session", running.fold)
+    folds.start(SESSION, running.fold)
     await running.started.wait()
-    folds.start("session", following.fold)
+    folds.start(SESSION, following.fold)
     running.opened.set()
     following.opened.set()
 
-    await folds.wait("session")
+    await folds.wait(SESSION)
 
-    assert following.started.is_set() and not folds.running("session")
+    assert following.started.is_set() and not folds.running(SESSION)
 
 
 class OtherWorker:
@@ -255,7 +264,8 @@ class OtherWorker:
     worker's place was held meanwhile."""
 
     def __init__(self, folds: AfterReply, folds_there: int = 1) -> None:
-        self.folds, self.done, self.runs, self.places_taken = folds, asyncio.Event(), 0, []
+        self.folds, self.done, self.runs = folds, asyncio.Event(), 0
+        self.places_taken: list[bool] = []
         self.folds_there = folds_there
 
     async def ended(self) -> bool:
@@ -277,15 +287,15 @@ async def test_a_fold_that_finds_the_sessions_fold_in_another_worker_follows_it_
     # benchmark: two workers, a 30 s summary model, a session's last turns on the worker not running its fold).
     folds = AfterReply(max_running=1)
     elsewhere = OtherWorker(folds)
-    folds.start("session", elsewhere.job)
+    folds.start(SESSION, elsewhere.job)
     await asyncio.sleep(0.05)
-    assert folds.running("session") and elsewhere.runs == 1
+    assert folds.running(SESSION) and elsewhere.runs == 1
     elsewhere.done.set()
-    await folds.wait("session")
+    await folds.wait(SESSION)
 
     assert elsewhere.runs == 2, "the fold ran again once the other worker's fold ended"
     assert elsewhere.places_taken == [False], "it waited without holding one of the worker's places"
-    outcome = folds.previous("session")
+    outcome = folds.previous(SESSION)
     assert outcome is not None and outcome.calls == 1
 
 
@@ -295,29 +305,29 @@ async def test_a_fold_follows_the_other_workers_next_fold_too() -> None:
     # than the window stayed unfolded after the session's last turn.
     folds = AfterReply(max_running=1)
     elsewhere = OtherWorker(folds, folds_there=2)
-    folds.start("session", elsewhere.job)
+    folds.start(SESSION, elsewhere.job)
     await asyncio.sleep(0.05)
     elsewhere.done.set()
     await asyncio.sleep(0.05)
-    assert folds.running("session") and elsewhere.runs == 2, "it waits for the other worker's next fold"
+    assert folds.running(SESSION) and elsewhere.runs == 2, "it waits for the other worker's next fold"
     elsewhere.done.set()
-    await folds.wait("session")
+    await folds.wait(SESSION)
 
     assert elsewhere.runs == 3
     assert elsewhere.places_taken == [False, False], "it waited without holding one of the worker's places"
-    outcome = folds.previous("session")
+    outcome = folds.previous(SESSION)
     assert outcome is not None and outcome.calls == 1
 
 
 async def test_a_newer_turns_fold_here_takes_over_from_the_one_waiting_for_another_worker() -> None:
     folds = AfterReply()
     elsewhere, newer = OtherWorker(folds), Gate()
-    folds.start("session", elsewhere.job)
+    folds.start(SESSION, elsewhere.job)
     await asyncio.sleep(0.05)
-    folds.start("session", newer.fold)
+    folds.start(SESSION, newer.fold)
     newer.opened.set()
     elsewhere.done.set()
-    await folds.wait("session")
+    await folds.wait(SESSION)
 
     assert elsewhere.runs == 1 and newer.started.is_set(), "only the newest turn's fold follows"
 
@@ -325,16 +335,16 @@ async def test_a_newer_turns_fold_here_takes_over_from_the_one_waiting_for_anoth
 async def test_the_process_runs_at_most_max_running_folds_at_once() -> None:
     folds = AfterReply(max_running=1)
     first, second = Gate(), Gate()
-    folds.start("a", first.fold)
-    folds.start("b", second.fold)
+    folds.start(key("a"), first.fold)
+    folds.start(key("b"), second.fold)
     await first.started.wait()
     await asyncio.sleep(0.05)
 
     assert not second.started.is_set(), "the second fold started beyond the cap"
     first.opened.set()
     second.opened.set()
-    await folds.wait("a")
-    await folds.wait("b")
+    await folds.wait(key("a"))
+    await folds.wait(key("b"))
     assert second.started.is_set()
 
 
@@ -343,19 +353,19 @@ async def test_a_fold_waiting_for_a_place_runs_the_newest_turns_job() -> None:
     # (which start no fold while one waits) would leave their messages to the fold after it.
     folds = AfterReply(max_running=1)
     other, older, newer = Gate(), Gate(), Gate()
-    folds.start("other", other.fold)
+    folds.start(OTHER, other.fold)
     await other.started.wait()
 
-    folds.start("session", older.fold)
-    assert folds.waiting("session")
-    folds.start("session", newer.fold)  # a later turn hands its job to the fold still waiting
+    folds.start(SESSION, older.fold)
+    assert folds.waiting(SESSION)
+    folds.start(SESSION, newer.fold)  # a later turn hands its job to the fold still waiting
     other.opened.set()
     newer.opened.set()
-    await folds.wait("session")
+    await folds.wait(SESSION)
 
     assert newer.started.is_set()
     assert not older.started.is_set()
-    assert not folds.waiting("session") and not folds.running("session")
+    assert not folds.waiting(SESSION) and not folds.running(SESSION)
 
 
 async def test_shutdown_cancels_running_folds_and_leaves_the_state_as_it_was(caplog: pytest.LogCaptureFixture) -> None:

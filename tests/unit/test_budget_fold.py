@@ -64,6 +64,7 @@ async def test_a_message_larger_than_the_budget_weighs_what_its_cut_weighs() -> 
     log never goes whole, so the budget weighs its cut: while it stays in the window the messages beside it go too,
     and the budget folds as often as for a message of the cut's size, not at every exchange."""
     chosen = settings_from({"n_messages": 10}, counter=counter_for("gpt-4o-mini"), prompt_cache=True)
+    assert chosen is not None, "memory is on"
     store, summarizer, folds = InMemoryStore(), RecordingSummarizer(), []
     for exchange in range(20):
         store.add(log_text(exchange, 10_000) if exchange == 10 else prose_text(2 * exchange, 300))

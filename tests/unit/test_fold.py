@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -22,8 +23,8 @@ from tests.unit.test_tokens import log_text, prose_text
 PINNED = ("project_id", "cluster")
 
 
-def settings(**overrides) -> FoldSettings:
-    values = {"n_messages": 10, "fold_batch": 20, "pinned_keys": PINNED, "history_token_budget": 0}
+def settings(**overrides: Any) -> FoldSettings:
+    values: dict[str, Any] = {"n_messages": 10, "fold_batch": 20, "pinned_keys": PINNED, "history_token_budget": 0}
     values.update(overrides)
     return FoldSettings(**values)
 

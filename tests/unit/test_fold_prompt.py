@@ -5,6 +5,7 @@ no Langflow services."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
@@ -27,8 +28,8 @@ from tests.support.fakes import InMemoryStore, RecordingSummarizer, make_message
 PINNED = ("project_id", "cluster")
 
 
-def settings(**overrides) -> FoldSettings:
-    values = {"n_messages": 10, "fold_batch": 20, "pinned_keys": PINNED, "history_token_budget": 0}
+def settings(**overrides: Any) -> FoldSettings:
+    values: dict[str, Any] = {"n_messages": 10, "fold_batch": 20, "pinned_keys": PINNED, "history_token_budget": 0}
     values.update(overrides)
     return FoldSettings(**values)
 

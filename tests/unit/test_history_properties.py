@@ -44,6 +44,7 @@ def test_the_window_is_the_stock_one_and_every_older_message_reaches_the_output(
         order="Descending" if descending else "Ascending",
     )
     fold_settings = history_turn.settings_of(component)
+    assert fold_settings is not None, "memory is on"
     store, summarizer, failures = InMemoryStore(), RecordingSummarizer(), SaveFailures()
 
     async def session() -> None:

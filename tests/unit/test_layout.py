@@ -34,7 +34,7 @@ def _modules() -> dict[str, Path]:
 
 def _imports(path: Path) -> set[str]:
     """Every module `path` imports, at the top or inside a function."""
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)

@@ -380,8 +380,8 @@ class VerbatimPolicy(RuleBasedStateMachine):
 
         # A fold that neither failed nor reached the catch-up bound takes everything older than the window.
         if batches and not problems(turn) and not self.summarizer.raced and len(batches) < chosen.max_folds_per_turn:
-            left = [m.id for m in visible if not turn.summary.covers(m) and window and m.cursor < window[0].cursor]
-            assert not left, f"the fold stopped short of the window: {left[:5]}"
+            short = [m.id for m in visible if not turn.summary.covers(m) and window and m.cursor < window[0].cursor]
+            assert not short, f"the fold stopped short of the window: {short[:5]}"
 
     def check_the_cursor(self, turn: Turn, batches: list[list[str]]) -> None:
         """The state covers exactly the messages the summarizer was given in folds that were saved."""

@@ -44,7 +44,11 @@ def test_nothing_changes_the_environment_at_run_time() -> None:
     for path, tree in _sources().items():
         for node in ast.walk(tree):
             target = node.targets[0] if isinstance(node, ast.Assign) else None
-            if isinstance(target, ast.Subscript) and "environ" in ast.unparse(target.value):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(target, ast.Subscript)
+                and "environ" in ast.unparse(target.value)
+            ):
                 writes.append(f"{path.name}:{node.lineno}")
             if isinstance(node, ast.Call) and ast.unparse(node.func).startswith("os.environ."):
                 method = ast.unparse(node.func).rsplit(".", 1)[-1]

@@ -29,12 +29,14 @@ BUDGET = 7_000
 
 def real_tokens(text: str) -> int:
     """A chat message in o200k tokens, counted here independently of the package."""
-    return len(load_encoding("o200k_base").encode_ordinary(text)) + MESSAGE_FRAMING
+    encoding = load_encoding("o200k_base")
+    assert encoding is not None, "the o200k encoding ships with the package"
+    return len(encoding.encode_ordinary(text)) + MESSAGE_FRAMING
 
 
 def log_text(seed: int, tokens: int) -> str:
     rng = random.Random(seed)
-    lines = []
+    lines: list[str] = []
     while real_tokens("\n".join(lines)) < tokens:
         lines.append(
             f"2026-03-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:"
@@ -50,7 +52,7 @@ CHINESE = "我们的集群在欧洲区域，昨天升级以后数据库连接池
 
 def chinese_text(seed: int, tokens: int) -> str:
     rng = random.Random(seed)
-    parts = []
+    parts: list[str] = []
     while real_tokens("".join(parts)) < tokens:
         start = rng.randrange(len(CHINESE) - 10)
         parts.append(CHINESE[start:] + CHINESE[:start])
@@ -77,7 +79,7 @@ def prose_text(seed: int, tokens: int) -> str:
         "restart",
         "workers",
     ]
-    text = []
+    text: list[str] = []
     while real_tokens(" ".join(text)) < tokens:
         text.append(rng.choice(words))
     return " ".join(text)
