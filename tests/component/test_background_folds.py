@@ -13,6 +13,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.records import ScopeKey
 from langflow_summarizing_agent.wiring import lifecycle
 from langflow_summarizing_agent.wiring.after_reply import AfterReply
 from langflow_summarizing_agent.wiring.agent_turn import turn_of
@@ -40,7 +41,7 @@ def background_folds() -> Iterator[AfterReply]:
         yield folds
 
 
-def scope_key(session: Any) -> tuple[str, ...]:
+def scope_key(session: Any) -> ScopeKey:
     return (str(session.flow_id), str(session.user_id), session.session_id, "")
 
 
@@ -88,7 +89,7 @@ async def test_the_fold_runs_after_the_reply_and_a_later_turn_uses_it(
 
     reply = await say(session, "and now?")
     assert SUMMARY_PREFIX in reply, "the next turn's model got the summary"
-    assert "Folded after the previous reply:" in session.last_agent.status
+    assert "Folded after the previous reply:" in session.last_status
     assert len(session.model.fold_calls) == 1
 
 
@@ -102,7 +103,7 @@ async def test_a_turn_does_not_wait_for_the_sessions_running_fold(
     await say(session, "one more")
     await say(session, "and another")
 
-    status = session.last_agent.status
+    status = session.last_status
     assert "A fold of this session is running; this turn used the previous summary" in status
     assert len(session.model.fold_calls) == 1, "a second summary call while one runs"
     session.model.fold_gate.set()
@@ -125,7 +126,7 @@ async def delete_while_the_fold_runs(background_folds: AfterReply, kind: type[Ch
     from langflow.memory import adelete_messages
 
     session = scripted_session(GRAPH_SETTINGS, kind=kind)
-    scope = {"flow_id": session.flow_id, "user_id": session.user_id, "session_id": session.session_id}
+    scope: dict[str, Any] = {"flow_id": session.flow_id, "user_id": session.user_id, "session_id": session.session_id}
     session.model.fold_gate = FoldGate()
     await say_until_a_fold_runs(session, background_folds)
     session.model.fold_gate.set()
@@ -156,7 +157,7 @@ async def test_compact_waits_for_the_running_fold_then_folds_the_rest(
     reply = await compact
 
     assert "Compacted the conversation" in reply
-    scope = {"flow_id": session.flow_id, "user_id": session.user_id, "session_id": session.session_id}
+    scope: dict[str, Any] = {"flow_id": session.flow_id, "user_id": session.user_id, "session_id": session.session_id}
     state = await stored_summary(**scope)
     assert state is not None and state.version >= 1
 

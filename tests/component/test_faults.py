@@ -61,7 +61,7 @@ async def test_unusable_summary_answer_keeps_summary_and_cursor_and_the_turn_run
     after = await state_of(chat)
     assert_kept(before, after)
     assert after.failed_folds == 1
-    status = chat.last_agent.status
+    status = chat.last_status
     assert "fold failed" in status
     assert reason in status
     history = chat.sent_history()
@@ -88,7 +88,7 @@ async def test_summary_call_over_the_timeout_is_abandoned_and_the_turn_runs(
 
     assert reply.strip() == "Noted."
     assert_kept(before, await state_of(chat))
-    status = chat.last_agent.status
+    status = chat.last_status
     assert "fold failed" in status
     assert "TimeoutError" in status
     assert "0.2 s" in status
@@ -121,8 +121,9 @@ async def execute(*statements: str) -> None:
     from langflow.services.deps import session_scope
 
     async with session_scope() as session:
+        connection = await session.connection()
         for statement in statements:
-            await session.exec(sa.text(statement))
+            await connection.execute(sa.text(statement))
 
 
 @asynccontextmanager
@@ -178,7 +179,7 @@ async def test_state_read_failure_falls_back_to_last_n_and_logs_the_error(
 
     assert reply.strip() == "Noted."
     assert_stock_last_n(chat)
-    assert "summary store unavailable" in chat.last_agent.status
+    assert "summary store unavailable" in chat.last_status
     assert "summary store unavailable" in caplog.text
     assert TABLE_NAME in caplog.text
     assert_kept(before, await state_of(chat))
@@ -203,8 +204,8 @@ async def test_an_unexpected_error_falls_back_to_last_n_and_is_named_as_one(
 
     assert reply.strip() == "Noted."
     assert_stock_last_n(chat)
-    assert "unexpected error (TypeError: a defect in the plan)" in chat.last_agent.status
-    assert "summary store unavailable" not in chat.last_agent.status + caplog.text
+    assert "unexpected error (TypeError: a defect in the plan)" in chat.last_status
+    assert "summary store unavailable" not in chat.last_status + caplog.text
     assert "a defect in the plan" in caplog.text and "Traceback" in caplog.text
 
 
@@ -222,7 +223,7 @@ async def test_a_state_save_failure_counts_as_a_failed_fold_and_backs_off(
 
     assert reply.strip() == "Noted."
     assert len(chat.model.fold_calls) == folds + 1
-    status = chat.last_agent.status
+    status = chat.last_status
     assert "the summary could not be saved" in status
     assert "counted as failed fold 1" in status
     assert "simulated write failure" in caplog.text
@@ -240,7 +241,7 @@ async def test_a_state_save_failure_counts_as_a_failed_fold_and_backs_off(
     # The database is back, but the back-off holds: no summary call until it ends, and the status says so.
     await chat.say("And now?")
     assert len(chat.model.fold_calls) == folds + 1
-    assert "next try after" in chat.last_agent.status
+    assert "next try after" in chat.last_status
     if kind is HistoryChatSession:
         return
     # /compact does not wait for the back-off.

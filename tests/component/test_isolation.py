@@ -17,13 +17,11 @@ import sqlalchemy as sa
 
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.records import Summary
-from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
-from langflow_summarizing_agent.storage.summaries import SummaryRows
+from langflow_summarizing_agent.storage.summaries import SUMMARIES, SummaryRows
 from tests.support.agent_runs import FOLD_EACH_TURN, ChatSession
 from tests.support.history_runs import SESSION_KINDS
 from tests.support.langflow_db import LangflowDatabase, MemoryScope, database_store
 
-SUMMARIES = SessionMemoryStateTable.__table__
 VICTIM_TURNS = ["I'm on project PRJ-123 on the EU cluster.", "The deploy fails.", "Still failing.", "Any idea?"]
 INTRUDER_TURNS = ["I'm on project PRJ-999 on the US cluster.", "Show me what you know.", "Everything?", "Sure?"]
 
@@ -34,7 +32,7 @@ async def summary_rows_of_session(session_id: str) -> list[dict[str, Any]]:
 
     async with session_scope() as session:
         stmt = sa.select(SUMMARIES).where(SUMMARIES.c.session_id == session_id).order_by(SUMMARIES.c.id)
-        rows = await session.exec(stmt)
+        rows = await (await session.connection()).execute(stmt)
         return [dict(row._mapping) for row in rows]
 
 
@@ -65,13 +63,13 @@ async def test_another_user_flow_or_context_on_the_same_session_id_never_touches
     assert victim_row["pinned"] == {"project_id": "PRJ-123", "cluster": "EU cluster"}
     assert victim_row["context_id"] == (victim.context_id or "")
 
-    different = {"user": {"user_id": uuid.uuid4()}, "flow": {"flow_id": uuid.uuid4()}, "context": {}}[other]
     intruder = replace(
         victim,
         recorder_name=f"rec-{uuid.uuid4().hex[:8]}",
         context_id="ctx-b" if other == "context" else None,
         last_agent=None,
-        **different,
+        user_id=uuid.uuid4() if other == "user" else victim.user_id,
+        flow_id=uuid.uuid4() if other == "flow" else victim.flow_id,
     )
     for text in INTRUDER_TURNS:
         await intruder.say(text)
@@ -98,15 +96,15 @@ async def test_another_user_flow_or_context_on_the_same_session_id_never_touches
 async def test_the_store_never_crosses_user_flow_or_context(
     memory_scope: MemoryScope, insert_messages, other: str
 ) -> None:
-    owner = memory_scope.scope(context_id="ctx-a")
-    intruder = {
-        "user": memory_scope.scope(context_id="ctx-a", user_id=uuid.uuid4()),
-        "flow": memory_scope.scope(context_id="ctx-a", flow_id=uuid.uuid4()),
-        "context": memory_scope.scope(context_id="ctx-b"),
+    intruders_ids = {
+        "user": replace(memory_scope, user_id=uuid.uuid4()),
+        "flow": replace(memory_scope, flow_id=uuid.uuid4()),
+        "context": memory_scope,
     }[other]
-    for ids in (owner, intruder):
-        scope = MemoryScope(ids.flow_id, ids.user_id, ids.session_id)
-        await insert_messages(scope, [(datetime.now(timezone.utc), "hello")], context_id=ids.context_id)
+    owner = memory_scope.scope(context_id="ctx-a")
+    intruder = intruders_ids.scope(context_id="ctx-b" if other == "context" else "ctx-a")
+    for ids, scope in ((memory_scope, owner), (intruders_ids, intruder)):
+        await insert_messages(ids, [(datetime.now(timezone.utc), "hello")], context_id=scope.context_id)
     assert await database_store(owner).save(Summary(text="owner's")) is not None
     owners = await database_store(owner).load()
 
@@ -115,7 +113,7 @@ async def test_the_store_never_crosses_user_flow_or_context(
     assert await database_store(intruder).save(hijack) is None
     if other != "context":
         # A purge covers every context of a session by design; it only ever reaches the caller's flow and owner.
-        flow_id, user_id = intruder.flow_id, intruder.user_id
+        flow_id, user_id = intruders_ids.flow_id, intruders_ids.user_id
         purged = await on_summary_rows(
             lambda rows: rows.purge(flow_id, session_ids=[memory_scope.session_id], user_id=user_id)
         )

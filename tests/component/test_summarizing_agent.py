@@ -117,7 +117,7 @@ async def test_failing_summarizer_never_blocks_a_turn(langflow_db):
     assert len(chat.model.agent_calls) == 12
     assert chat.model.fold_calls
     assert all(len(history_of(c)) <= 4 + 2 * 4 + 1 for c in chat.model.agent_calls)
-    assert "fold failed" in chat.last_agent.status
+    assert "fold failed" in chat.last_status
 
 
 async def test_compact_folds_now_and_answers_without_calling_the_agent(langflow_db):
@@ -160,7 +160,7 @@ async def test_status_says_what_the_model_got_against_the_whole_conversation_ver
     kept = turn_of(chat.last_agent)
     turn = kept.turn if kept is not None else None
     assert turn is not None and turn.summary.folded_count
-    status = chat.last_agent.status
+    status = chat.last_status
     assert (
         f"The model got: summary covering {turn.summary.folded_count} messages plus {len(turn.plan.send)} recent "
         f"messages verbatim, ~{turn.plan.history_tokens:,} tokens (counted in o200k_base). Sending the whole "

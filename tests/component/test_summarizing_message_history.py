@@ -210,7 +210,7 @@ async def test_with_no_summary_model_and_no_model_picked_after_it_it_retrieves_a
 
     assert ours.memory == stock.memory
     assert not ours.model.fold_calls
-    assert NO_SUMMARY_MODEL_NOTE in str(ours.last_agent.status)
+    assert NO_SUMMARY_MODEL_NOTE in ours.last_status
     assert "no language model found after this Message History" in NO_SUMMARY_MODEL_NOTE
     assert "Pick a Summary Model on the node" in NO_SUMMARY_MODEL_NOTE
     stored = await stored_summary(flow_id=ours.flow_id, user_id=ours.user_id, session_id=ours.session_id)

@@ -94,7 +94,7 @@ async def turns_whose_fold_could_not_build_its_model(chat: ChatSession) -> str:
     statuses = []
     for text in TURNS:
         assert (await chat.say(text)).strip() == "Noted."
-        statuses.append(str(chat.last_agent.status))
+        statuses.append(chat.last_status)
 
     assert not chat.model.fold_calls
     state = await stored_summary(flow_id=chat.flow_id, user_id=chat.user_id, session_id=chat.session_id)

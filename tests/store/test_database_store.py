@@ -25,7 +25,7 @@ from sqlalchemy.exc import IntegrityError
 from langflow_summarizing_agent.engine.records import Cursor, Scope, Summary
 from langflow_summarizing_agent.engine.store import HeldScopes
 from langflow_summarizing_agent.storage import store as sm
-from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
+from langflow_summarizing_agent.storage.summaries import SUMMARIES
 from langflow_summarizing_agent.wiring.messages import as_chat_message
 from tests.support.langflow_db import LangflowDatabase, MemoryScope, database_store, stored_summary
 
@@ -173,7 +173,7 @@ async def test_database_refuses_a_second_no_context_row(
     try:
         # context_id left out: the column default ('') applies, as for any writer that does not set it.
         with pytest.raises(IntegrityError), engine.begin() as connection:
-            connection.execute(sa.insert(SessionMemoryStateTable.__table__).values(duplicate))
+            connection.execute(sa.insert(SUMMARIES).values(duplicate))
     finally:
         engine.dispose()
 
@@ -294,20 +294,22 @@ async def test_load_turn_reads_what_separate_summary_and_recent_reads_give(
 
 async def delete_rows_behind_langflows_back(message_ids: list[uuid.UUID]) -> None:
     """A delete on a plain connection, which no session listener sees (as raw SQL by an operator)."""
-    from langflow.services.database.models.message.model import MessageTable
     from langflow.services.deps import get_db_service
 
-    table = MessageTable.__table__
+    from langflow_summarizing_agent.storage.messages import message_table
+
+    table = message_table()
     async with get_db_service().engine.begin() as connection:
         await connection.execute(sa.delete(table).where(table.c.id.in_(message_ids)))
 
 
 async def move_rows_behind_langflows_back(message_ids: list[uuid.UUID], session_id: str) -> None:
     """An update on a plain connection, which no session listener sees."""
-    from langflow.services.database.models.message.model import MessageTable
     from langflow.services.deps import get_db_service
 
-    table = MessageTable.__table__
+    from langflow_summarizing_agent.storage.messages import message_table
+
+    table = message_table()
     async with get_db_service().engine.begin() as connection:
         await connection.execute(sa.update(table).where(table.c.id.in_(message_ids)).values(session_id=session_id))
 

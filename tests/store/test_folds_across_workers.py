@@ -33,7 +33,7 @@ async def test_the_fold_after_the_reply_follows_the_sessions_fold_running_in_ano
         assert held
         waiting = await fold(Reply())
         assert isinstance(waiting, FoldsElsewhere), waiting
-        ended = asyncio.create_task(waiting.ended())
+        ended = asyncio.ensure_future(waiting.ended())
         await asyncio.sleep(0.5)
         assert not ended.done(), "it waits for the other worker's fold"
     assert await asyncio.wait_for(ended, timeout=30)

@@ -12,16 +12,15 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, update
+from sqlmodel import col, select
 
 from langflow_summarizing_agent.engine.records import Cursor, Summary
-from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
-from langflow_summarizing_agent.storage.summaries import SummaryRows
+from langflow_summarizing_agent.storage.summaries import SUMMARIES, SummaryRows
 from langflow_summarizing_agent.wiring import lifecycle, runtime
 from tests.support.langflow_db import MemoryScope
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
-SUMMARIES = SessionMemoryStateTable.__table__
 
 
 def at(seconds: float) -> datetime:
@@ -54,8 +53,8 @@ async def summary_rows(flow_id: uuid.UUID) -> list[tuple[str, str, str]]:
     from langflow.services.deps import session_scope
 
     async with session_scope() as session:
-        columns = (SUMMARIES.c.session_id, SUMMARIES.c.context_id, SUMMARIES.c.summary)
-        rows = await session.exec(select(*columns).where(SUMMARIES.c.flow_id == flow_id))
+        columns = select(SUMMARIES.c.session_id, SUMMARIES.c.context_id, SUMMARIES.c.summary)
+        rows = await session.exec(columns.where(SUMMARIES.c.flow_id == flow_id))
         return sorted(tuple(row) for row in rows)
 
 
@@ -66,17 +65,19 @@ async def message_texts(scope: MemoryScope, session_id: str | None = None) -> li
     async with session_scope() as session:
         rows = await session.exec(
             select(MessageTable.text)
-            .where(MessageTable.flow_id == scope.flow_id, MessageTable.session_id == (session_id or scope.session_id))
-            .order_by(MessageTable.timestamp)
+            .where(
+                col(MessageTable.flow_id) == scope.flow_id,
+                col(MessageTable.session_id) == (session_id or scope.session_id),
+            )
+            .order_by(col(MessageTable.timestamp))
         )
-        return list(rows.scalars())
+        return list(rows)
 
 
 async def delete_message_ids(ids: list[uuid.UUID]) -> None:
     """The statement of `DELETE /api/v1/monitor/messages` and the session deletes (`message/crud.py`)."""
     from langflow.services.database.models.message.model import MessageTable
     from langflow.services.deps import session_scope
-    from sqlmodel import col
 
     async with session_scope() as session:
         await session.exec(
@@ -92,12 +93,14 @@ async def rename_like_the_monitor(scope: MemoryScope, old: str, new: str) -> Non
     async with session_scope() as session:
         messages = (
             await session.exec(
-                select(MessageTable).where(MessageTable.flow_id == scope.flow_id, MessageTable.session_id == old)
+                select(MessageTable).where(
+                    col(MessageTable.flow_id) == scope.flow_id, col(MessageTable.session_id) == old
+                )
             )
         ).all()
-        for (message,) in messages:
+        for message in messages:
             message.session_id = new
-        session.add_all([message for (message,) in messages])
+        session.add_all(messages)
         await session.flush()
 
 
@@ -270,7 +273,7 @@ async def test_a_rolled_back_delete_keeps_the_summary(
 
     with pytest.raises(RuntimeError, match="abort"):
         async with session_scope() as session:
-            await session.exec(delete(MessageTable).where(MessageTable.session_id == memory_scope.session_id))
+            await session.exec(delete(MessageTable).where(col(MessageTable.session_id) == memory_scope.session_id))
             assert await session_summary_count(session, memory_scope) == 0
             raise RuntimeError("abort")
 
@@ -374,7 +377,10 @@ async def test_a_bulk_update_of_session_id_moves_the_summary(
     async with session_scope() as session:
         await session.exec(
             update(MessageTable)
-            .where(MessageTable.flow_id == memory_scope.flow_id, MessageTable.session_id == memory_scope.session_id)
+            .where(
+                col(MessageTable.flow_id) == memory_scope.flow_id,
+                col(MessageTable.session_id) == memory_scope.session_id,
+            )
             .values(session_id=renamed)
         )
 

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -179,7 +180,7 @@ async def test_storage_does_not_migrate_and_ready_does(langflow_db: LangflowData
     migrate.downgrade(langflow_db.url, "base")
     assert migrate.current(langflow_db.url) is None
 
-    ids = {"flow_id": uuid.uuid4(), "user_id": uuid.uuid4(), "session_id": "first-use"}
+    ids: dict[str, Any] = {"flow_id": uuid.uuid4(), "user_id": uuid.uuid4(), "session_id": "first-use"}
     with pytest.raises(sa.exc.DBAPIError):
         await stored_summary(**ids)
     assert migrate.current(langflow_db.url) is None

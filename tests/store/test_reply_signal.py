@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from langflow_summarizing_agent.engine.fold import CatchUp
-from langflow_summarizing_agent.engine.records import Summary
+from langflow_summarizing_agent.engine.records import ScopeKey, Summary
 from langflow_summarizing_agent.wiring.after_reply import AfterReply, ReplySignal
 from tests.support.langflow_db import MemoryScope
 from tests.support.runtimes import folding_after_replies
@@ -18,7 +18,7 @@ from tests.support.runtimes import folding_after_replies
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
 
 
-async def waiting_fold(folds: AfterReply, key: tuple[str, ...]) -> asyncio.Event:
+async def waiting_fold(folds: AfterReply, key: ScopeKey) -> asyncio.Event:
     """A fold of the session left for after its stored reply; the event is set once it starts."""
     started = asyncio.Event()
 
@@ -61,6 +61,7 @@ async def test_a_partial_or_empty_reply_row_starts_no_fold_and_its_final_update_
         [empty] = await insert_messages(memory_scope, [(T0, "")], sender="Machine")
         async with session_scope() as session:
             row = await session.get(MessageTable, partial.id)
+            assert row is not None
             row.text = "Working on it"
             session.add(row)
         await asyncio.sleep(0.1)
@@ -68,6 +69,7 @@ async def test_a_partial_or_empty_reply_row_starts_no_fold_and_its_final_update_
 
         async with session_scope() as session:
             row = await session.get(MessageTable, empty.id)
+            assert row is not None
             row.text = "The whole reply, streamed."
             session.add(row)
         await asyncio.wait_for(started.wait(), timeout=5)

@@ -181,7 +181,7 @@ async def test_another_user_or_flow_cannot_read_or_overwrite(
 ) -> None:
     """The purge part of this rule (`SummaryRows.purge` of another owner or flow) is in `test_summary_rows.py`."""
     owners = await saved(harness, memory_scope, "owner's")
-    intruder = dataclasses.replace(memory_scope, **{f"{other}_id": uuid.uuid4()})
+    intruder = memory_scope.elsewhere(other)
     await harness.add(intruder, [(at(5), "x")])
     theirs = harness.session(intruder)
 

@@ -43,10 +43,10 @@ async def purge(flow_id: uuid.UUID, session_ids: list[str], *, user_id: uuid.UUI
 async def purge_messages(message_ids: list[str]) -> int:
     """The rows a delete of `message_ids` takes with it, as the listeners run it: planned before the delete, applied
     after it, in its transaction."""
-    from langflow.services.database.models.message.model import MessageTable
+    from langflow_summarizing_agent.storage.messages import message_table
 
     ids = [uuid.UUID(i) for i in message_ids]
-    messages = MessageTable.__table__
+    messages = message_table()
 
     def purge_for(rows: SummaryRows) -> int:
         plan = rows.plan_message_delete(messages.c.id.in_(ids))
@@ -76,10 +76,11 @@ async def saved(insert_messages, scope: MemoryScope, text: str = "s", **override
 async def move_behind_langflows_back(scope: MemoryScope, new_session_id: str) -> None:
     """Move a session's messages to another session id on a plain connection, which no listener sees."""
     import sqlalchemy as sa
-    from langflow.services.database.models.message.model import MessageTable
     from langflow.services.deps import get_db_service
 
-    table = MessageTable.__table__
+    from langflow_summarizing_agent.storage.messages import message_table
+
+    table = message_table()
     where = [table.c.flow_id == scope.flow_id, table.c.user_id == scope.user_id, table.c.session_id == scope.session_id]
     async with get_db_service().engine.begin() as connection:
         await connection.execute(sa.update(table).where(*where).values(session_id=new_session_id))
@@ -92,7 +93,7 @@ async def move_behind_langflows_back(scope: MemoryScope, new_session_id: str) ->
 async def test_another_user_or_flow_cannot_delete(memory_scope: MemoryScope, insert_messages, other: str) -> None:
     """The purge part of the contract's `test_another_user_or_flow_cannot_read_or_overwrite`."""
     await saved(insert_messages, memory_scope, "owner's")
-    intruder = dataclasses.replace(memory_scope, **{f"{other}_id": uuid.uuid4()})
+    intruder = memory_scope.elsewhere(other)
     await insert_messages(intruder, [(at(5), "x")])
 
     assert await purge(intruder.flow_id, [memory_scope.session_id], user_id=intruder.user_id) == 0
@@ -140,7 +141,7 @@ async def test_reset_deletes_one_context_or_every_context(memory_scope: MemorySc
     await saved(insert_messages, memory_scope, "none")
     await saved(insert_messages, memory_scope, "a", context_id="a")
     await saved(insert_messages, memory_scope, "b", context_id="b")
-    ids = {"flow_id": memory_scope.flow_id, "session_id": memory_scope.session_id}
+    ids: dict[str, Any] = {"flow_id": memory_scope.flow_id, "session_id": memory_scope.session_id}
 
     assert await reset_session(**ids, context_id="a") == 1
     assert await memory_scope.store(context_id="a").load() == Summary()

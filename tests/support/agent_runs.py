@@ -54,6 +54,12 @@ class ChatSession:
     last_agent: AgentComponent | None = None
 
     @property
+    def last_status(self) -> str:
+        """The component's status after the last turn."""
+        assert self.last_agent is not None, "no turn yet"
+        return str(self.last_agent.status)
+
+    @property
     def model(self) -> FakeChatModel:
         return RECORDERS[self.recorder_name]
 

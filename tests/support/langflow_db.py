@@ -4,7 +4,7 @@ and reading a stored summary the way a turn reads it."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -39,6 +39,14 @@ class MemoryScope:
     @classmethod
     def new(cls) -> MemoryScope:
         return cls(uuid.uuid4(), uuid.uuid4(), f"session-{uuid.uuid4().hex[:8]}")
+
+    def elsewhere(self, other: str) -> MemoryScope:
+        """The same session id under a fresh owner (`other` "user") or in a fresh flow ("flow")."""
+        if other == "user":
+            return replace(self, user_id=uuid.uuid4())
+        if other == "flow":
+            return replace(self, flow_id=uuid.uuid4())
+        raise ValueError(f"other is 'user' or 'flow', not {other!r}")
 
     def scope(self, **overrides: Any) -> Scope:
         """The engine's `Scope` of these ids (`context_id` and any id overridden)."""

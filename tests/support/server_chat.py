@@ -26,7 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from langflow_summarizing_agent.storage.migrate import sync_database_url
-from langflow_summarizing_agent.storage.models import SessionMemoryStateTable
+from langflow_summarizing_agent.storage.summaries import SUMMARIES
 from tests.support.flow_files import (
     HISTORY_TYPE,
     agent_node,
@@ -47,7 +47,6 @@ FAST_FOLDS = {
     "add_calculator_tool": False,
 }
 TURNS_TO_FIRST_STATE = 2
-STATE = SessionMemoryStateTable.__table__
 
 
 def summarizing_flow_data(record_path: Path | None = None, **agent_settings: Any) -> dict[str, Any]:
@@ -128,7 +127,13 @@ class ServerChat:
 
     @classmethod
     def create(
-        cls, server: LangflowServer, token: str, api_key: str, data: dict[str, Any] | None = None, **agent_settings: Any
+        cls,
+        server: LangflowServer,
+        token: str,
+        api_key: str,
+        *,
+        data: dict[str, Any] | None = None,
+        **agent_settings: Any,
     ) -> ServerChat:
         """A new flow of `data`, by default `summarizing_flow_data(**agent_settings)`."""
         with server.client(token=token) as client:
@@ -204,9 +209,9 @@ def summary_rows(
     server: LangflowServer, flow_id: str | uuid.UUID, session_id: str | None = None
 ) -> list[dict[str, Any]]:
     """Summary rows of a flow (and session) in the server's database, read directly."""
-    stmt = sa.select(STATE).where(STATE.c.flow_id == uuid.UUID(str(flow_id))).order_by(STATE.c.session_id)
+    stmt = sa.select(SUMMARIES).where(SUMMARIES.c.flow_id == uuid.UUID(str(flow_id))).order_by(SUMMARIES.c.session_id)
     if session_id is not None:
-        stmt = stmt.where(STATE.c.session_id == session_id)
+        stmt = stmt.where(SUMMARIES.c.session_id == session_id)
     with server_database(server) as connection:
         return [dict(row._mapping) for row in connection.execute(stmt)]
 
