@@ -156,7 +156,8 @@ async def measure_state_io(sessions: int, repeats: int) -> dict[str, Any]:
             for start in range(0, len(rows), 1_000):
                 await connection.execute(sa.insert(table.__table__), rows[start : start + 1_000])  # type: ignore[union-attr]
     await _analyze()
-    scope = scopes[len(scopes) // 2]
+    middle = len(scopes) // 2
+    scope, ids = scopes[middle], flows[middle // 100]
     store = DatabaseStore(scope, locks=HeldScopes())
     summary = await store.load()
     if summary.row_id is None:
@@ -171,7 +172,6 @@ async def measure_state_io(sessions: int, repeats: int) -> dict[str, Any]:
             raise RuntimeError(msg)
         summary = saved
 
-    ids = (scope.flow_id, scope.user_id)
     return {
         "sessions": sessions,
         "read": await timed(lambda: store.load, ids, repeats),

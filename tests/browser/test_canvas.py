@@ -100,6 +100,16 @@ def _shown(driver: WebDriver, test_id: str) -> str:
     return clickable(driver, test_id).get_attribute("value") or ""
 
 
+def _showing(text: str) -> Callable[[str], bool]:
+    """The check that a field shows `text`."""
+    return lambda shown: shown == text
+
+
+def _field_is(name: str, value: Any) -> Callable[[dict[str, Any]], bool]:
+    """The check that the saved template's field `name` holds `value`."""
+    return lambda template: template[name]["value"] == value
+
+
 def _saved(
     server: LangflowServer, user: ServerUser, flow_id: str, check: Callable[[dict[str, Any]], bool], what: str
 ) -> dict[str, Any]:
@@ -148,7 +158,7 @@ def test_a_refused_number_comes_back_at_the_nearest_accepted_value_in_the_field_
                 langflow_server,
                 user,
                 flow_id,
-                lambda t, shown=shown: t["history_token_budget"]["value"] == shown,
+                _field_is("history_token_budget", shown),
                 f"the History Token Budget the field shows ({shown})",
             )
             values = {name: template[name]["value"] for name in ("fold_batch", "history_token_budget")}
@@ -282,10 +292,10 @@ def test_every_number_field_takes_a_value_typed_digit_by_digit_and_the_server_se
     try:
         _open(browser, langflow_server, flow_id)
         for test_id, name, text, kept in typed:
-            _enter(browser, test_id, text, lambda shown, kept=kept: shown == str(kept), f"{text} to show {kept}")
+            _enter(browser, test_id, text, _showing(str(kept)), f"{text} to show {kept}")
             time.sleep(SETTLE_SECONDS)
             assert _shown(browser, test_id) == str(kept), f"{text} typed into {name}"
-            _saved(langflow_server, user, flow_id, lambda t, n=name, k=kept: t[n]["value"] == k, f"{name} {kept}")
+            _saved(langflow_server, user, flow_id, _field_is(name, kept), f"{name} {kept}")
     except Exception:
         screenshot_on_failure(browser, "canvas-typed-numbers-failure.png")
         raise

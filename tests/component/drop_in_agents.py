@@ -1,4 +1,5 @@
-"""What the ports of Langflow's Agent tests share (`test_drop_in.py`, `test_drop_in_context.py`).
+"""What the ports of Langflow's Agent tests share (`test_drop_in.py`, `test_drop_in_context.py`; the stand-in vertex
+and the mocks' awaited arguments also `test_history_drop_in.py`).
 
 The variants an Agent test runs on (`variant`, the fixture over them, is in this directory's conftest.py), the
 models and schemas the ports pass, upstream's mock language model (`tests/unit/mock_language_model.py`) and upstream's
@@ -10,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 from unittest.mock import AsyncMock, MagicMock, Mock
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 from langchain_core.language_models import BaseLanguageModel
@@ -47,6 +49,17 @@ VARIANTS = [
 ]
 
 
+def vertex_stand_in(flow_id: str | UUID | None, session_id: str) -> Any:
+    """What upstream sets as a component's `_vertex`: only its graph's flow and session ids are read."""
+    return SimpleNamespace(graph=SimpleNamespace(flow_id=flow_id, session_id=session_id))
+
+
+def awaited_kwargs(mock: AsyncMock) -> Mapping[str, Any]:
+    """The keyword arguments of the mock's last await (upstream's `mock.await_args.kwargs`)."""
+    assert mock.await_args is not None, "never awaited"
+    return mock.await_args.kwargs
+
+
 OPENAI_GPT_4O = [{"name": "gpt-4o", "provider": "OpenAI", "metadata": {}}]
 ANSWER_SCHEMA = [{"name": "answer", "type": "str", "description": "the answer", "multiple": False}]
 OPENAI_GPT_4O_OPTION = [
@@ -74,9 +87,11 @@ class MockLanguageModel(BaseLanguageModel, BaseModel):
         return self
 
     @override
-    async def abatch(self, messages: Any, *args: Any, **kwargs: Any) -> list:
+    async def abatch(
+        self, inputs: list[Any], config: Any = None, *, return_exceptions: bool = False, **kwargs: Any
+    ) -> list[Any]:
         responses = []
-        for msg_list in messages or []:
+        for msg_list in inputs or []:
             content = msg_list[-1]["content"] if isinstance(msg_list, list) else msg_list
             responses.append(MagicMock(content=self.response_generator(content)))
         return responses
@@ -93,23 +108,7 @@ class MockLanguageModel(BaseLanguageModel, BaseModel):
     async def agenerate_prompt(self, *args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the Agent under test never calls this method of a connected model")
 
-    @override
-    def predict(self, *args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the Agent under test never calls this method of a connected model")
-
-    @override
-    def predict_messages(self, *args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the Agent under test never calls this method of a connected model")
-
-    @override
-    async def apredict(self, *args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the Agent under test never calls this method of a connected model")
-
-    @override
-    async def apredict_messages(self, *args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the Agent under test never calls this method of a connected model")
-
-    def bind_tools(self, tools: list) -> MockLanguageModel:  # type: ignore[override]
+    def bind_tools(self, tools: list) -> MockLanguageModel:
         self.tools = tools
         return self
 

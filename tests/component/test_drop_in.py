@@ -290,7 +290,7 @@ async def test_should_return_final_ai_text_when_message_response_runs_end_to_end
     from langchain_core.messages import AIMessage
 
     class _ToolCapableFakeChat(FakeMessagesListChatModel):
-        def bind_tools(self, _tools, **_kwargs):  # type: ignore[override]
+        def bind_tools(self, _tools, **_kwargs):
             return self
 
     fake_llm = _ToolCapableFakeChat(responses=[AIMessage(content="The answer is 4.")])
@@ -305,7 +305,8 @@ async def test_should_return_final_ai_text_when_message_response_runs_end_to_end
         result = await component.message_response()
 
     assert isinstance(result, Message)
-    assert "answer is 4" in (result.text or "")
+    assert isinstance(result.text, str), "the reply's text, not a stream"
+    assert "answer is 4" in result.text
 
 
 async def test_should_not_require_verbose_in_update_build_config(variant: Variant):

@@ -25,6 +25,8 @@ from tests.component.drop_in_agents import (
     AgentComponentSetup,
     MockLanguageModel,
     Variant,
+    awaited_kwargs,
+    vertex_stand_in,
 )
 
 # src/backend/tests/unit/components/models_and_agents/test_agent_component.py::TestAgentComponent, its second half
@@ -323,7 +325,7 @@ def make_bare_agent(
     variant: Variant, flow_id: str | UUID | None, session_id: str = "New Session 0", n_messages: int = 10
 ) -> AgentComponent:
     agent = variant.agent_class.__new__(variant.agent_class)
-    agent._vertex = SimpleNamespace(graph=SimpleNamespace(flow_id=flow_id, session_id=session_id))
+    agent._vertex = vertex_stand_in(flow_id, session_id)
     agent.context_id = ""
     agent.n_messages = n_messages
     agent.input_value = SimpleNamespace(id="current-input-id")
@@ -342,7 +344,7 @@ async def test_agent_routes_through_helper_with_flow_id(variant: Variant):
         await agent.get_memory_data()
 
     mock_helper.assert_awaited_once()
-    kwargs = mock_helper.await_args.kwargs
+    kwargs = awaited_kwargs(mock_helper)
     assert kwargs["flow_id"] == flow_id_str
     assert kwargs["session_id"] == "New Session 0"
     assert kwargs["n_messages"] == 10

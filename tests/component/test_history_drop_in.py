@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 from unittest.mock import AsyncMock, patch
 from uuid import UUID
 
@@ -35,6 +35,7 @@ from langflow_summarizing_agent.components.summarizing_agent.summarizing_message
 )
 from langflow_summarizing_agent.wiring.agent_turn import report_of
 from langflow_summarizing_agent.wiring.history_turn import NO_SCOPE_NOTE
+from tests.component.drop_in_agents import awaited_kwargs, vertex_stand_in
 from tests.support.langflow_db import LangflowDatabase
 
 
@@ -80,12 +81,17 @@ def assert_stock_retrieval_ran(variant: Variant, *components: MemoryComponent) -
 # (TestRetrieveMessagesPassesFlowId, TestStoreMessagePassesFlowId, with its `_build_component()`)
 
 
+def stored_rows(retrieved: Any) -> list[Any]:
+    """What `retrieve_messages` returns: lfx annotates it `Data` and returns the list of stored rows."""
+    return cast("list[Any]", retrieved)
+
+
 def build_component(
     variant: Variant, flow_id: str | UUID | None, session_id: str = "session-shared"
 ) -> MemoryComponent:
     component = variant.history_class()
     component.set(session_id=session_id, n_messages=10, order="Ascending", **variant.inputs)
-    component._vertex = SimpleNamespace(graph=SimpleNamespace(flow_id=flow_id, session_id=session_id))
+    component._vertex = vertex_stand_in(flow_id, session_id)
     return component
 
 
@@ -98,7 +104,7 @@ class TestRetrieveMessagesPassesFlowId:
             await component.retrieve_messages()
 
         mock_get.assert_awaited_once()
-        kwargs = mock_get.await_args.kwargs
+        kwargs = awaited_kwargs(mock_get)
         assert kwargs["flow_id"] == UUID(flow_id_str)
         assert kwargs["session_id"] == "session-shared"
         assert_stock_retrieval_ran(variant, component)
@@ -129,7 +135,7 @@ class TestRetrieveMessagesPassesFlowId:
         with patch("lfx.components.models_and_agents.memory.aget_messages", new=AsyncMock(return_value=[])) as mock_get:
             await component.retrieve_messages()
 
-        assert mock_get.await_args.kwargs["flow_id"] is None
+        assert awaited_kwargs(mock_get)["flow_id"] is None
         assert_stock_retrieval_ran(variant, component)
 
     async def test_falls_back_to_none_when_flow_id_is_not_a_uuid(self, variant: Variant):
@@ -138,7 +144,7 @@ class TestRetrieveMessagesPassesFlowId:
         with patch("lfx.components.models_and_agents.memory.aget_messages", new=AsyncMock(return_value=[])) as mock_get:
             await component.retrieve_messages()
 
-        assert mock_get.await_args.kwargs["flow_id"] is None
+        assert awaited_kwargs(mock_get)["flow_id"] is None
         assert_stock_retrieval_ran(variant, component)
 
     async def test_external_memory_path_is_untouched(self, variant: Variant):
@@ -168,10 +174,10 @@ class TestRetrieveMessagesPassesFlowId:
         with patch(
             "lfx.components.models_and_agents.memory.aget_messages", new=AsyncMock(return_value=desc_rows)
         ) as mock_get:
-            result = await component.retrieve_messages()
+            result = stored_rows(await component.retrieve_messages())
 
-        assert mock_get.await_args.kwargs["order"] == "DESC"
-        assert mock_get.await_args.kwargs["limit"] == 10
+        assert awaited_kwargs(mock_get)["order"] == "DESC"
+        assert awaited_kwargs(mock_get)["limit"] == 10
         assert [m.id for m in result] == ["msg-0", "msg-1", "msg-2", "msg-3", "msg-4"]
         assert_stock_retrieval_ran(variant, component)
 
@@ -180,7 +186,7 @@ class TestRetrieveMessagesPassesFlowId:
         component.set(order="Descending")
         desc_rows = [SimpleNamespace(id=f"msg-{i}") for i in (4, 3, 2, 1, 0)]
         with patch("lfx.components.models_and_agents.memory.aget_messages", new=AsyncMock(return_value=desc_rows)):
-            result = await component.retrieve_messages()
+            result = stored_rows(await component.retrieve_messages())
 
         assert [m.id for m in result] == ["msg-4", "msg-3", "msg-2", "msg-1", "msg-0"]
         assert_stock_retrieval_ran(variant, component)
@@ -203,9 +209,9 @@ class TestStoreMessagePassesFlowId:
         ):
             await component.store_message()
 
-        assert mock_store.await_args.kwargs["flow_id"] == UUID(flow_id_str)
-        assert mock_get.await_args.kwargs["flow_id"] == UUID(flow_id_str)
-        assert mock_store.await_args.kwargs["flow_id"] == mock_get.await_args.kwargs["flow_id"]
+        assert awaited_kwargs(mock_store)["flow_id"] == UUID(flow_id_str)
+        assert awaited_kwargs(mock_get)["flow_id"] == UUID(flow_id_str)
+        assert awaited_kwargs(mock_store)["flow_id"] == awaited_kwargs(mock_get)["flow_id"]
 
     async def test_store_does_not_crash_without_vertex(self, variant: Variant):
         component = variant.history_class()
@@ -228,7 +234,7 @@ class TestStoreMessagePassesFlowId:
         ):
             await component.store_message()
 
-        assert mock_store.await_args.kwargs["flow_id"] is None
+        assert awaited_kwargs(mock_store)["flow_id"] is None
 
 
 # src/backend/tests/unit/components/models_and_agents/test_message_history_component_outputs.py
@@ -237,7 +243,7 @@ class TestStoreMessagePassesFlowId:
 def test_message_history_update_outputs_sets_types_and_selected_for_retrieve_mode(variant: Variant):
     component = variant.history_class(**variant.inputs)
 
-    node = {"outputs": []}
+    node: dict[str, Any] = {"outputs": []}
     updated = component.update_outputs(node, field_name="mode", field_value="Retrieve")
 
     outputs = updated["outputs"]
@@ -255,7 +261,7 @@ def test_message_history_update_outputs_sets_types_and_selected_for_retrieve_mod
 def test_message_history_update_outputs_sets_types_and_hidden_for_store_mode(variant: Variant):
     component = variant.history_class(**variant.inputs)
 
-    node = {"outputs": []}
+    node: dict[str, Any] = {"outputs": []}
     updated = component.update_outputs(node, field_name="mode", field_value="Store")
 
     outputs = updated["outputs"]

@@ -183,7 +183,9 @@ async def test_on_the_agents_prefix_the_conversation_is_data_and_the_instruction
     for index in on_prefix:
         call, agent_call = calls[index], calls[index - 1]
         instruction = str(call[-1].content)
-        fold_id = re.match(r"Fold instruction (\w+)\.", instruction).group(1)
+        named = re.match(r"Fold instruction (\w+)\.", instruction)
+        assert named is not None, instruction
+        fold_id = named.group(1)
         assert call[: len(agent_call)] == agent_call, "the conversation is the agent's prompt, unchanged"
         assert len(call) == len(agent_call) + 2, "then the reply, then the instruction"
         assert not any(fold_id in str(message.content) for message in call[:-1]), "no message can pass for it"
