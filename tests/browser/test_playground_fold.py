@@ -242,7 +242,7 @@ def _paste_at_the_end_of_the_instructions(driver: WebDriver, text: str) -> None:
     takes seconds), then Finish Editing."""
     click(driver, "button_open_text_area_modal_textarea_str_system_prompt")
     clickable(driver, "text-area-modal").send_keys(Keys.CONTROL, Keys.END)
-    driver.execute_cdp_cmd("Input.insertText", {"text": text})  # type: ignore[attr-defined]
+    driver.execute_cdp_cmd("Input.insertText", {"text": text})
     click(driver, "genericModalBtnSave")
 
 

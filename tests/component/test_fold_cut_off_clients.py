@@ -24,9 +24,9 @@ CUT_OFF_REASONS = {"openai": 'finish_reason "length"', "anthropic": 'stop_reason
 def client(wire: str, providers: Providers, streaming: bool) -> ChatOpenAI | ChatAnthropic:
     if wire == "openai":
         url = providers.openai_base_url
-        return ChatOpenAI(model="gpt-4o-mini", api_key="any", base_url=url, streaming=streaming)  # type: ignore[arg-type]
+        return ChatOpenAI(model="gpt-4o-mini", api_key="any", base_url=url, streaming=streaming)
     url = providers.anthropic_base_url
-    return ChatAnthropic(model="claude-sonnet-4-5", api_key="any", base_url=url, streaming=streaming)  # type: ignore[call-arg]
+    return ChatAnthropic(model="claude-sonnet-4-5", api_key="any", base_url=url, streaming=streaming)
 
 
 @pytest.fixture(scope="module")

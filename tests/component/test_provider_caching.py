@@ -62,13 +62,13 @@ class ClientModelComponent(Component):
 def anthropic(providers: Providers) -> ChatAnthropic:
     return ChatAnthropic(
         model="claude-sonnet-4-5", api_key="any", base_url=providers.anthropic_base_url, streaming=True
-    )  # type: ignore[call-arg]
+    )
 
 
 def openai(providers: Providers) -> ChatOpenAI:
     # As Langflow's model picker builds it: streaming with the usage chunk, which a custom base URL does not get alone.
     url = providers.openai_base_url
-    return ChatOpenAI(model="gpt-4o-mini", api_key="any", base_url=url, streaming=True, stream_usage=True)  # type: ignore[arg-type]
+    return ChatOpenAI(model="gpt-4o-mini", api_key="any", base_url=url, streaming=True, stream_usage=True)
 
 
 async def chat(model: Any, folds: AfterReply, settings: dict[str, Any], turns: tuple[str, ...] = TURNS) -> None:

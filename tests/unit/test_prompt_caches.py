@@ -99,7 +99,7 @@ def test_anthropic_usage_scaled_to_another_count_keeps_its_shares() -> None:
 
 
 def test_anthropic_bills_the_body_chat_anthropic_builds_at_the_breakpoints_it_carries() -> None:
-    model = ChatAnthropic(model="claude-sonnet-4-5", api_key="offline")  # type: ignore[call-arg]
+    model = ChatAnthropic(model="claude-sonnet-4-5", api_key="offline")
     marked = {"type": "ephemeral", "ttl": "5m"}
     system = SystemMessage(content=[{"type": "text", "text": "system " * 600, "cache_control": marked}])
     first = [system, HumanMessage("question " * 600)]

@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -132,7 +133,7 @@ def _engine(url: str) -> Engine:
     return create_engine(sync_url, poolclass=pool.NullPool, connect_args={"prepare_threshold": None})
 
 
-def _sqlite_autocommit_driver(dbapi_connection, _connection_record) -> None:  # type: ignore[no-untyped-def]
+def _sqlite_autocommit_driver(dbapi_connection: Any, _connection_record: Any) -> None:
     dbapi_connection.isolation_level = None
 
 
