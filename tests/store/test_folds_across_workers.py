@@ -24,7 +24,7 @@ async def test_the_fold_after_the_reply_follows_the_sessions_fold_running_in_ano
 ) -> None:
     await insert_messages(memory_scope, [(T0 + timedelta(seconds=n), f"message {n}") for n in range(12)])
     summarizer = RecordingSummarizer()
-    settings = FoldSettings(n_messages=4, fold_batch=4, history_token_budget=0)
+    settings = FoldSettings(window=3, fold_batch=4, history_token_budget=0)
     store = memory_scope.store(locks=HeldScopes())
     fold = fold_after_reply("Summarizing Agent", store, summarizer, settings, SaveFailures())
     another_worker = memory_scope.store(locks=HeldScopes())

@@ -69,7 +69,7 @@ def text_tokens(text: str) -> int:
 @st.composite
 def fold_settings(draw: st.DrawFn) -> FoldSettings:
     chosen = FoldSettings(
-        n_messages=draw(st.integers(1, 30)),
+        window=draw(st.integers(0, 29)),
         fold_batch=draw(st.integers(1, 20)),
         summary_words=draw(st.sampled_from([20, 60, 300])),
         pinned_keys=draw(st.sampled_from([(), PINNED])),

@@ -26,7 +26,7 @@ from langflow_summarizing_agent.wiring.timing import Inline
 from tests.support.fake_chat_model import FoldGate
 from tests.support.fakes import InMemorySessionStore, InMemoryStore, RecordingSummarizer, make_messages
 
-FOLD_BY_BATCH = {"n_messages": 5, "fold_batch": 4, "history_token_budget": 0}
+FOLD_BY_BATCH = {"window": 4, "fold_batch": 4, "history_token_budget": 0}
 
 
 def key(session_id: str) -> ScopeKey:

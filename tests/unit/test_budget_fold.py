@@ -25,7 +25,7 @@ def chat(messages: int) -> InMemoryStore:
 
 def chosen(*, prompt_cache: bool) -> FoldSettings:
     # Fold Batch out of reach: only the budget folds.
-    return FoldSettings(n_messages=10, fold_batch=100, history_token_budget=BUDGET, prompt_cache=prompt_cache)
+    return FoldSettings(window=9, fold_batch=100, history_token_budget=BUDGET, prompt_cache=prompt_cache)
 
 
 def tokens(store: InMemoryStore) -> tuple[int, int]:

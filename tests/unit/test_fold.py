@@ -24,7 +24,7 @@ PINNED = ("project_id", "cluster")
 
 
 def settings(**overrides: Any) -> FoldSettings:
-    values: dict[str, Any] = {"n_messages": 10, "fold_batch": 20, "pinned_keys": PINNED, "history_token_budget": 0}
+    values: dict[str, Any] = {"window": 9, "fold_batch": 20, "pinned_keys": PINNED, "history_token_budget": 0}
     values.update(overrides)
     return FoldSettings(**values)
 
@@ -375,7 +375,7 @@ async def test_with_a_prompt_cache_a_big_message_in_the_window_does_not_fold_by_
             folds[exchange] = turn.fold.folded
 
     assert [exchange for exchange in folds if 10 < exchange < 20] == [14], folds
-    assert folds[14] >= settings.fold_batch // 2, "the fold takes the log and what waited beside it"
+    assert folds[14] >= settings.effective_fold_batch // 2, "the fold takes the log and what waited beside it"
 
 
 async def test_compact_folds_everything_older_than_the_window_regardless_of_threshold():

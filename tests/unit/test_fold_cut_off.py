@@ -23,7 +23,7 @@ CUT_OFF_JSON = '{"pinned": {"project_id": "PRJ-7"}, "summary": "- Facts in the c
 
 
 async def test_a_fold_answered_with_json_cut_off_keeps_the_previous_summary_and_backs_off():
-    settings = FoldSettings(n_messages=10, fold_batch=20, pinned_keys=PINNED, history_token_budget=0)
+    settings = FoldSettings(window=9, fold_batch=20, pinned_keys=PINNED, history_token_budget=0)
     store = InMemoryStore(make_messages(["I work on PRJ-123.", *(f"message {i}" for i in range(1, 29))]))
     await fold_if_due(store, RecordingSummarizer(), settings, failures=SaveFailures())
     before = store.summary
@@ -41,7 +41,7 @@ async def test_a_fold_answered_with_json_cut_off_keeps_the_previous_summary_and_
 
 
 async def test_a_fold_on_the_agents_prefix_its_provider_cut_off_is_not_asked_again_and_backs_off():
-    settings = FoldSettings(n_messages=3, fold_batch=2, pinned_keys=PINNED, history_token_budget=0)
+    settings = FoldSettings(window=2, fold_batch=2, pinned_keys=PINNED, history_token_budget=0)
     store = InMemoryStore(make_messages(["Project PRJ-123.", "Noted.", "q1", "a1", "q2", "a2"]))
     cut_off = AIMessage(
         content=fold_json({"project_id": "PRJ-7"}, "- Facts"), response_metadata={"stop_reason": "max_tokens"}

@@ -13,7 +13,7 @@ from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.turn import fold_if_due, read_and_plan
 from tests.support.fakes import T0, InMemoryStore, RecordingSummarizer, make_messages
 
-SETTINGS = FoldSettings(n_messages=3, fold_batch=2, history_token_budget=0, pinned_keys=("project_id",))
+SETTINGS = FoldSettings(window=2, fold_batch=2, history_token_budget=0, pinned_keys=("project_id",))
 LONG_ERROR = "the provider refused the request: " + "quota exceeded for this organization, " * 6
 
 

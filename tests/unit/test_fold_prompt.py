@@ -29,7 +29,7 @@ PINNED = ("project_id", "cluster")
 
 
 def settings(**overrides: Any) -> FoldSettings:
-    values: dict[str, Any] = {"n_messages": 10, "fold_batch": 20, "pinned_keys": PINNED, "history_token_budget": 0}
+    values: dict[str, Any] = {"window": 9, "fold_batch": 20, "pinned_keys": PINNED, "history_token_budget": 0}
     values.update(overrides)
     return FoldSettings(**values)
 

@@ -23,7 +23,7 @@ TOOL = {"type": "function", "function": {"name": "evaluate_expression", "paramet
 TOOL_CALL = AIMessage(
     content="", tool_calls=[{"name": "evaluate_expression", "args": {"expression": "1+1"}, "id": "c1"}]
 )
-SETTINGS = FoldSettings(n_messages=3, fold_batch=2, history_token_budget=0, pinned_keys=("project_id",))
+SETTINGS = FoldSettings(window=2, fold_batch=2, history_token_budget=0, pinned_keys=("project_id",))
 
 
 def session() -> InMemoryStore:

@@ -29,7 +29,7 @@ async def test_a_window_that_fits_goes_whole_before_anything_is_summarized():
     store = InMemoryStore(make_messages([tagged_text(i, 800) for i in range(8)] + [tagged_text(8, 551)]))
     assert 7_000 - 20 < sum(message_tokens(m) for m in store.messages_stored) <= 7_000
 
-    turn = await fold_if_due(store, RecordingSummarizer(), FoldSettings(n_messages=10), failures=SaveFailures())
+    turn = await fold_if_due(store, RecordingSummarizer(), FoldSettings(window=9), failures=SaveFailures())
 
     assert [(m.id, m.text) for m in turn.plan.send] == [(m.id, m.text) for m in store.messages_stored]
     assert folded(turn) == 0
@@ -38,7 +38,7 @@ async def test_a_window_that_fits_goes_whole_before_anything_is_summarized():
 async def test_what_a_new_summary_pushes_out_of_the_window_is_folded_in_the_same_turn():
     store = InMemoryStore(make_messages(["hi", "hello", "ok", "sure"] + [tagged_text(i, 300) for i in range(4, 7)]))
     longer_summary = json.dumps({"pinned": {}, "summary": "- " + " ".join(["decided"] * 95)})
-    chosen = FoldSettings(n_messages=4, fold_batch=2, summary_words=100, history_token_budget=1_000)
+    chosen = FoldSettings(window=3, fold_batch=2, summary_words=100, history_token_budget=1_000)
 
     turn = await fold_if_due(store, RecordingSummarizer([longer_summary]), chosen, failures=SaveFailures())
 
@@ -52,7 +52,7 @@ async def test_a_summary_message_cut_to_fit_the_budget_keeps_its_note():
     store = InMemoryStore(make_messages(["a"] + [tagged_text(i, 200) for i in range(1, 5)] + ["b" * 100, "c" * 100]))
     urls = " ".join(["https://example.com/a/very/long/path/to/a/ticket"] * 20)
     store.summary = Summary(text=f"- {urls}", cursor=store.messages_stored[0].cursor, folded_count=1, version=1)
-    chosen = FoldSettings(n_messages=3, fold_batch=20, summary_words=20, history_token_budget=300)
+    chosen = FoldSettings(window=2, fold_batch=20, summary_words=20, history_token_budget=300)
 
     turn = await fold_if_due(store, RecordingSummarizer([RuntimeError("down")]), chosen, failures=SaveFailures())
 
@@ -63,7 +63,7 @@ async def test_a_summary_message_cut_to_fit_the_budget_keeps_its_note():
 
 async def test_the_newest_exchange_cut_to_fit_stays_within_the_budget():
     store = InMemoryStore(make_messages(["older one", "older two", "a short question", "x" * 938]))
-    chosen = FoldSettings(n_messages=3, fold_batch=20, summary_words=20, history_token_budget=277)
+    chosen = FoldSettings(window=2, fold_batch=20, summary_words=20, history_token_budget=277)
 
     turn = await fold_if_due(store, RecordingSummarizer([RuntimeError("down")]), chosen, failures=SaveFailures())
 
@@ -80,7 +80,7 @@ async def test_the_note_counts_no_compact_exchange_the_catch_up_has_not_read():
     store = InMemoryStore(make_messages(texts + [tagged_text(i, 10) for i in range(82, 120)]))
 
     turn = await fold_if_due(
-        store, RecordingSummarizer(), FoldSettings(n_messages=10, max_folds_per_turn=1), failures=SaveFailures()
+        store, RecordingSummarizer(), FoldSettings(window=9, max_folds_per_turn=1), failures=SaveFailures()
     )
 
     sent = {m.id for m in turn.plan.send}
@@ -91,7 +91,7 @@ async def test_the_note_counts_no_compact_exchange_the_catch_up_has_not_read():
 async def test_compact_exchanges_do_not_crowd_the_newest_messages_out_of_the_window():
     texts = [tagged_text(i, 10) for i in range(100)] + [COMPACT_COMMAND, f"{COMPACT_REPLY_PREFIX} done."] * 4
     store = InMemoryStore(make_messages([*texts, COMPACT_COMMAND]))
-    chosen = FoldSettings(n_messages=10, fold_batch=2, max_folds_per_turn=1)
+    chosen = FoldSettings(window=9, fold_batch=2, max_folds_per_turn=1)
 
     turn = await compact_turn(store, RecordingSummarizer(), chosen, failures=SaveFailures())
 
@@ -103,7 +103,7 @@ async def test_compact_exchanges_do_not_hide_a_message_no_fold_is_due_for():
     store = session_of(("assistant", "Welcome!"), *compaction * 3, ("user", "question"), ("assistant", "answer"))
 
     turn = await fold_if_due(
-        store, RecordingSummarizer(), FoldSettings(n_messages=2, fold_batch=3), failures=SaveFailures()
+        store, RecordingSummarizer(), FoldSettings(window=1, fold_batch=3), failures=SaveFailures()
     )
 
     assert folded(turn) == 0
@@ -114,7 +114,7 @@ async def test_compact_exchanges_do_not_hide_a_message_no_fold_is_due_for():
 async def test_a_window_that_fills_the_budget_exactly_goes_whole_while_there_is_no_summary():
     store = session_of(("user", tagged_text(0, 1_006)))
     assert message_tokens(store.messages_stored[0]) == 1_010
-    chosen = FoldSettings(n_messages=2, fold_batch=1, summary_words=20, history_token_budget=1_010)
+    chosen = FoldSettings(window=1, fold_batch=1, summary_words=20, history_token_budget=1_010)
 
     turn = await fold_if_due(store, RecordingSummarizer(), chosen, failures=SaveFailures())
 

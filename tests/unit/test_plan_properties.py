@@ -366,15 +366,17 @@ class VerbatimPolicy(RuleBasedStateMachine):
         budget_trigger = budget > 0 and unfolded_tokens > trigger
         waiting = before.retry_after is not None and now < before.retry_after
         if batches and not compact:
-            assert len(older_than_window) >= chosen.fold_batch or budget_trigger, "a fold ran before it was due"
+            assert len(older_than_window) >= chosen.effective_fold_batch or budget_trigger, (
+                "a fold ran before it was due"
+            )
             assert not waiting, "a fold ran during the back-off"
         first = self.plans[0]
-        if batches and not compact and chosen.prompt_cache and len(older_than_window) < chosen.fold_batch:
+        if batches and not compact and chosen.prompt_cache and len(older_than_window) < chosen.effective_fold_batch:
             left = unfolded_tokens - sum(message_tokens(m) for m in first.fold)
             assert left <= BUDGET_TARGET_SHARE * budget or first.not_summarized, (
                 f"an early budget fold leaves {left} of {budget} tokens and brought no message left out"
             )
-        batch_due = len(older_than_window) >= chosen.fold_batch and not waiting
+        batch_due = len(older_than_window) >= chosen.effective_fold_batch and not waiting
         if batch_due or (compact and older_than_window):
             assert batches, f"{len(older_than_window)} unfolded messages older than the window and no fold"
 
@@ -429,7 +431,7 @@ def test_after_the_fold_that_planned_with_the_reply_the_next_turn_folds_nothing_
 ) -> None:
     """A fold after the reply plans with the reply not stored yet; the next turn, which reads it stored, then finds
     no fold it must make before its model call, unless the fold used all of Max Folds per Turn."""
-    assume(chosen.n_messages >= 2)
+    assume(chosen.window >= 1)
     chosen = replace(chosen, max_messages_per_fold=MAX_MESSAGES_PER_FOLD)
     count = len(earlier)
     store = InMemoryStore([stored(i, tokens, ROLES[(count - i) % 2]) for i, tokens in enumerate(earlier)])
@@ -457,7 +459,7 @@ def test_after_the_fold_that_planned_with_the_reply_the_next_turn_folds_nothing_
 
 
 def test_a_reply_stamped_by_a_clock_behind_the_database_is_planned_as_the_newest_message() -> None:
-    chosen = FoldSettings(n_messages=2, fold_batch=1, history_token_budget=0)
+    chosen = FoldSettings(window=1, fold_batch=1, history_token_budget=0)
     stored_messages = make_messages([f"message {n}" for n in range(5)])
     reply = StoredMessage("reply", stored_messages[-1].timestamp + timedelta(seconds=1), "assistant", "Noted.")
     behind = replace(reply, timestamp=T0 - timedelta(days=1))

@@ -22,7 +22,7 @@ def agent_work(store: InMemoryStore, received: list[Reply], turn: str = "turn 1"
         received.append(reply)
         return CatchUp(Summary())
 
-    settings = FoldSettings(n_messages=5, fold_batch=4, history_token_budget=0)
+    settings = FoldSettings(window=4, fold_batch=4, history_token_budget=0)
     summarizer = RecordingSummarizer()
     return TurnWork(store, summarizer, settings, SaveFailures(), fold_after_reply, ReplySignal.BUILD_END, turn)
 

@@ -8,6 +8,7 @@ import re
 from dataclasses import replace
 from datetime import timedelta
 
+from langflow_summarizing_agent.engine import report
 from langflow_summarizing_agent.engine.fold import SaveFailures
 from langflow_summarizing_agent.engine.plan import COMPACT_FAILED_PREFIX, is_compaction_exchange
 from langflow_summarizing_agent.engine.records import StoredMessage, Summary
@@ -17,7 +18,7 @@ from langflow_summarizing_agent.engine.report import (
     memory_step_text,
     status_text,
 )
-from langflow_summarizing_agent.engine.settings import FoldSettings
+from langflow_summarizing_agent.engine.settings import FoldSettings, settings_from
 from langflow_summarizing_agent.engine.turn import compact, fold_if_due, read_and_plan
 from tests.support.fakes import T0, InMemoryStore, RecordingSummarizer, make_messages
 
@@ -70,7 +71,7 @@ def check_renders_as_markdown(step: str) -> None:
 
 
 async def test_the_whole_conversation_still_counts_a_pasted_log_after_it_is_folded() -> None:
-    settings = FoldSettings(n_messages=5, fold_batch=2, history_token_budget=0)
+    settings = FoldSettings(window=4, fold_batch=2, history_token_budget=0)
     texts = ["Here is the log:\n" + PASTED_LOG, "Thanks, reading it.", "Any idea?", "Yes."]
     store = InMemoryStore(make_messages(texts))
     before = await read_and_plan(store, settings, failures=SaveFailures())
@@ -89,7 +90,7 @@ async def test_the_whole_conversation_still_counts_a_pasted_log_after_it_is_fold
 
 
 async def test_a_summary_stored_before_folds_counted_tokens_estimates_its_folded_messages() -> None:
-    settings = FoldSettings(n_messages=3, fold_batch=50, history_token_budget=0)
+    settings = FoldSettings(window=2, fold_batch=50, history_token_budget=0)
     store = InMemoryStore(make_messages([f"message {i}" for i in range(6)]))
     store.summary = Summary(
         text="Earlier.", cursor=store.messages_stored[1].cursor, folded_count=2, folded_tokens=None, version=1
@@ -102,7 +103,7 @@ async def test_a_summary_stored_before_folds_counted_tokens_estimates_its_folded
 
 
 async def test_a_message_cut_to_fit_the_budget_is_called_cut_and_a_window_that_does_not_fit_is_said() -> None:
-    settings = FoldSettings(n_messages=10, fold_batch=50, history_token_budget=1200, summary_words=20)
+    settings = FoldSettings(window=9, fold_batch=50, history_token_budget=1200, summary_words=20)
     texts = [f"message {i}: " + "details " * 70 for i in range(6)] + ["Here is the log:\n" + PASTED_LOG, "Reading it."]
     store = InMemoryStore(make_messages(texts))
 
@@ -121,7 +122,7 @@ async def test_a_message_cut_to_fit_the_budget_is_called_cut_and_a_window_that_d
 
 
 async def test_one_of_a_kind_is_singular_and_each_item_has_its_line() -> None:
-    settings = FoldSettings(n_messages=3, fold_batch=1, history_token_budget=0)
+    settings = FoldSettings(window=2, fold_batch=1, history_token_budget=0)
     store = InMemoryStore(make_messages(["first", "second", "third"]))
 
     turn = await fold_if_due(store, RecordingSummarizer(), settings, failures=SaveFailures())
@@ -135,7 +136,7 @@ async def test_one_of_a_kind_is_singular_and_each_item_has_its_line() -> None:
 
 
 async def test_the_fold_after_the_reply_of_a_cleared_conversation_is_not_reported() -> None:
-    settings = FoldSettings(n_messages=3, fold_batch=2, history_token_budget=0)
+    settings = FoldSettings(window=2, fold_batch=2, history_token_budget=0)
     store = InMemoryStore(make_messages([f"message {i}" for i in range(6)]))
     folded = await fold_if_due(store, RecordingSummarizer(), settings, failures=SaveFailures())
     assert folded.fold is not None
@@ -157,7 +158,7 @@ async def test_the_fold_after_the_reply_of_a_cleared_conversation_is_not_reporte
 
 
 async def test_a_compact_whose_summary_call_failed_says_so_first_and_is_left_out_of_plans() -> None:
-    settings = FoldSettings(n_messages=3, fold_batch=50, history_token_budget=0)
+    settings = FoldSettings(window=2, fold_batch=50, history_token_budget=0)
     store = InMemoryStore(make_messages([f"message {i}" for i in range(8)]))
 
     turn = await compact(store, RecordingSummarizer([RuntimeError("provider down")]), settings, failures=SaveFailures())
@@ -170,7 +171,7 @@ async def test_a_compact_whose_summary_call_failed_says_so_first_and_is_left_out
 
 
 async def test_older_messages_waiting_for_the_next_fold_are_told_apart_from_the_window() -> None:
-    settings = FoldSettings(n_messages=4, fold_batch=5, history_token_budget=0)
+    settings = FoldSettings(window=3, fold_batch=5, history_token_budget=0)
     store = InMemoryStore(make_messages([f"message {i}" for i in range(7)]))
 
     turn = await read_and_plan(store, settings, failures=SaveFailures())
@@ -182,7 +183,7 @@ async def test_older_messages_waiting_for_the_next_fold_are_told_apart_from_the_
 
 
 async def test_a_failed_fold_is_told_in_the_errors_own_words_as_a_nested_item_on_short_lines() -> None:
-    settings = FoldSettings(n_messages=3, fold_batch=2, history_token_budget=0, summary_model="gpt-4o-mini")
+    settings = FoldSettings(window=2, fold_batch=2, history_token_budget=0, summary_model="gpt-4o-mini")
     store = InMemoryStore(make_messages([f"message {i}" for i in range(6)]))
 
     turn = await fold_if_due(
@@ -201,7 +202,7 @@ async def test_a_failed_fold_is_told_in_the_errors_own_words_as_a_nested_item_on
 
 
 async def test_later_turns_repeat_why_folds_fail_in_a_few_words_until_a_fold_succeeds() -> None:
-    settings = FoldSettings(n_messages=3, fold_batch=2, history_token_budget=0, summary_model="gpt-4o-mini")
+    settings = FoldSettings(window=2, fold_batch=2, history_token_budget=0, summary_model="gpt-4o-mini")
     store = InMemoryStore(make_messages([f"message {i}" for i in range(6)]))
     await fold_if_due(
         store, RecordingSummarizer([RuntimeError(UNBUILT)]), settings, failures=SaveFailures(), now=lambda: T0
@@ -228,7 +229,7 @@ async def test_later_turns_repeat_why_folds_fail_in_a_few_words_until_a_fold_suc
 
 
 async def test_the_fold_after_the_previous_reply_that_failed_is_told_with_its_error() -> None:
-    settings = FoldSettings(n_messages=3, fold_batch=2, history_token_budget=0, summary_model="gpt-4o-mini")
+    settings = FoldSettings(window=2, fold_batch=2, history_token_budget=0, summary_model="gpt-4o-mini")
     store = InMemoryStore(make_messages([f"message {i}" for i in range(4)]))
     await fold_if_due(store, RecordingSummarizer(), settings, failures=SaveFailures(), now=lambda: T0)
     store.add("message 4", "message 5")
@@ -251,7 +252,7 @@ async def test_the_fold_after_the_previous_reply_that_failed_is_told_with_its_er
 
 
 async def test_a_fold_names_the_model_that_folded() -> None:
-    settings = FoldSettings(n_messages=3, fold_batch=2, history_token_budget=0, summary_model="claude-haiku-4-5")
+    settings = FoldSettings(window=2, fold_batch=2, history_token_budget=0, summary_model="claude-haiku-4-5")
     store = InMemoryStore(make_messages([f"message {i}" for i in range(4)]))
 
     turn = await fold_if_due(store, RecordingSummarizer(), settings, failures=SaveFailures())
@@ -275,7 +276,7 @@ async def test_a_fold_names_the_model_that_folded() -> None:
 
 
 async def test_compact_says_it_sent_no_history_and_counts_a_cut_message_once() -> None:
-    settings = FoldSettings(n_messages=10, fold_batch=50, history_token_budget=1200, summary_words=20)
+    settings = FoldSettings(window=9, fold_batch=50, history_token_budget=1200, summary_words=20)
     texts = [f"message {i}: " + "details " * 70 for i in range(6)] + ["Here is the log:\n" + PASTED_LOG, "Reading it."]
     store = InMemoryStore(make_messages(texts))
 
@@ -291,3 +292,23 @@ async def test_compact_says_it_sent_no_history_and_counts_a_cut_message_once() -
     assert f"{verbatim} recent messages stay verbatim, 1 more cut to fit the History Token Budget" in (
         compact_reply_text(turn, (), None)
     )
+
+
+async def test_the_status_and_the_memory_step_name_each_setting_the_turn_settled() -> None:
+    settings = settings_from({"n_messages": 4, "summary_words": 10, "fold_batch": 0, "history_token_budget": 0})
+    assert settings is not None
+    turn = await read_and_plan(InMemoryStore(make_messages(["Hello", "Hi"])), settings, failures=SaveFailures())
+
+    status = report.status_text(turn)
+    step = report.memory_step_text(turn, (), 0.1)
+
+    assert (
+        "Settings run at the nearest value accepted: Fold Batch 0 runs as 1; Summary Word Budget 10 runs as 20"
+        in status
+    )
+    assert "\n- settings run at the nearest value accepted\n  - Fold Batch 0 runs as 1\n" in step
+    check_renders_as_markdown(step)
+    unsettled = settings_from({"n_messages": 4, "history_token_budget": 0})
+    assert unsettled is not None
+    plain = await read_and_plan(InMemoryStore(make_messages(["Hello", "Hi"])), unsettled, failures=SaveFailures())
+    assert "nearest value" not in report.status_text(plain) + report.memory_step_text(plain, (), 0.1)

@@ -49,7 +49,7 @@ def template_of(component: SummarizingAgentComponent) -> dotdict:
     [
         pytest.param({"fold_batch": 0}, "Fold Batch must be at least 1", id="batch-zero"),
         pytest.param({"history_token_budget": -5}, "History Token Budget must be 0", id="budget-negative"),
-        pytest.param({"n_messages": -1}, "at least 1", id="n-negative"),
+        pytest.param({"window": -1}, "0 or more", id="window-negative"),
         pytest.param(
             {"history_token_budget": 800, "summary_words": 300, "pinned_keys": PINNED},
             r"Raise History Token Budget to at least \d+, or lower Summary Word Budget",
@@ -198,12 +198,39 @@ def not_run_as_typed(values: dict, name: str, value: object) -> bool:
     return run is None or getattr(run, name) != value
 
 
-def test_with_a_provider_that_caches_a_fold_waits_for_twice_fold_batch():
+def test_with_a_provider_that_caches_a_fold_waits_for_twice_fold_batch_and_fold_batch_stays_as_on_the_node():
     from langflow_summarizing_agent.engine.settings import CACHED_FOLD_BATCH_FACTOR, DEFAULT_FOLD_BATCH
 
-    assert settings_from({}).fold_batch == DEFAULT_FOLD_BATCH
-    assert settings_from({}, prompt_cache=True).fold_batch == CACHED_FOLD_BATCH_FACTOR * DEFAULT_FOLD_BATCH
-    assert settings_from({"fold_batch": 5}, prompt_cache=True).fold_batch == 5 * CACHED_FOLD_BATCH_FACTOR
+    assert settings_from({}).effective_fold_batch == settings_from({}).fold_batch == DEFAULT_FOLD_BATCH
+    cached = settings_from({}, prompt_cache=True)
+    assert (cached.fold_batch, cached.effective_fold_batch) == (DEFAULT_FOLD_BATCH, 2 * DEFAULT_FOLD_BATCH)
+    assert settings_from({"fold_batch": 5}, prompt_cache=True).effective_fold_batch == 5 * CACHED_FOLD_BATCH_FACTOR
+
+
+def test_the_window_is_the_agents_count_less_its_input_and_the_message_historys_count():
+    assert settings_from({"n_messages": 10}).window == 9
+    assert settings_from({"n_messages": 10}, counts_the_input=False).window == 10
+    assert settings_from({"n_messages": 1}).window == 0
+    assert settings_from({"n_messages": 0}) is None
+    assert settings_from({"n_messages": 0}, counts_the_input=False) is None
+
+
+@pytest.mark.parametrize(
+    ("values", "settled"),
+    [
+        ({"summary_words": 10}, ("Summary Word Budget 10 runs as 20",)),
+        ({"fold_batch": 0, "max_folds_per_turn": "-2"}, ("Fold Batch 0 runs as 1", "Max Folds per Turn -2 runs as 1")),
+        ({"summary_words": "300", "fold_batch": 8}, ()),
+    ],
+)
+def test_a_value_settled_for_the_turn_is_named_with_what_it_runs_as(values, settled):
+    assert settings_from(values).settled == settled
+
+
+def test_a_budget_raised_to_hold_the_summary_message_and_the_newest_exchange_says_so():
+    settings = settings_from({"history_token_budget": 300, "summary_words": 300, "pinned_keys": PINNED})
+    assert settings.settled == (f"History Token Budget 300 runs as {settings.history_token_budget}",)
+    assert settings.history_token_budget > 300
 
 
 @settings(max_examples=300, deadline=None)
@@ -219,8 +246,10 @@ def test_with_a_provider_that_caches_a_fold_waits_for_twice_fold_batch():
 )
 def test_a_turn_runs_with_the_values_the_canvas_settles_them_to(values: dict) -> None:
     """A flow uploaded or sent over the run API holds what it holds; a turn runs with what the node shows once the
-    canvas has settled it, never refusing what the canvas would keep."""
-    assert settings_from(values) == settings_from(settled(values))
+    canvas has settled it, never refusing what the canvas would keep; only the turn names what it settled."""
+    runs, shown = settings_from(values), settings_from(settled(values))
+    assert (runs and replace(runs, settled=())) == (shown and replace(shown, settled=()))
+    assert shown is None or shown.settled == ()
 
 
 def test_a_key_uploaded_with_surrounding_spaces_runs_without_them_as_it_always_did():

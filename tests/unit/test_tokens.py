@@ -176,7 +176,7 @@ def test_a_scale_corrects_every_count():
 async def _history_tokens_of_every_turn(make_text, counter: TokenCounter) -> list[tuple[int, int | None]]:
     """A 60-exchange session of ~300-token messages, a 5,000-token paste at exchange 10. For each turn: its history
     in real tokens, and, when the stock window did not go whole, the real tokens of the newest message left out."""
-    settings = FoldSettings(n_messages=10, history_token_budget=BUDGET, counter=counter)
+    settings = FoldSettings(window=9, history_token_budget=BUDGET, counter=counter)
     store = InMemoryStore()
     summarizer = RecordingSummarizer()
     seen = []
@@ -241,7 +241,7 @@ async def test_a_message_cut_to_fit_is_cut_at_the_same_point_on_every_turn_that_
     cuts, history = [], []
     for exchange in range(8):
         counter = counter_for("gpt-4o-mini").scaled(1.0 + exchange / 200)
-        settings = FoldSettings(n_messages=10, history_token_budget=budget, counter=counter)
+        settings = FoldSettings(window=9, history_token_budget=budget, counter=counter)
         store.add(make_text(2 * exchange, 6_000 if exchange == 1 else 220))
         store.add(make_text(2 * exchange + 1, 220))
         turn = await fold_if_due(store, summarizer, settings, failures=SaveFailures())

@@ -243,7 +243,7 @@ def _fold_reason(
         left = unfolded - sum(history.tokens[m.id] for m in foldable)
         if not settings.prompt_cache or left <= BUDGET_TARGET_SHARE * budget or _leaves_out(history, send):
             return "history token budget"
-    if history.older_than_window >= settings.fold_batch:
+    if history.older_than_window >= settings.effective_fold_batch:
         return "fold batch"
     return None
 

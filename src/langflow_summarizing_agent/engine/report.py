@@ -19,6 +19,7 @@ from langflow_summarizing_agent.engine.records import utcnow
 from langflow_summarizing_agent.engine.turn import Turn
 
 BUSY_NOTE = "A fold of this session is running; this turn used the previous summary"
+SETTLED_NOTE = "Settings run at the nearest value accepted: "
 MEMORY_STEP_ITEM = "\n- "
 """The memory step is a Markdown list, one item a sentence, and an item's detail (an error's text) a list nested
 in it: the Playground renders a step's output as Markdown."""
@@ -81,6 +82,8 @@ def status_text(turn: Turn, previous: CatchUp | None = None, *, name: str = "Sum
         f"Sending the whole conversation verbatim would take ~{verbatim_history_tokens(turn):,} tokens",
     ]
     sentences.extend(_capitalized(note) for note in _window_notes(turn))
+    if turn.settled:
+        sentences.append(SETTLED_NOTE + "; ".join(turn.settled))
     if previous is not None:
         sentences.append(fold_after_reply_text(previous))
     if _folded(turn):
@@ -115,6 +118,8 @@ def memory_step_text(
     if summary.folded_count and summary.summary_model and not folds:
         covers += f", last folded by {summary.summary_model}"
     items: list[Item] = [(covers, ()), (_recent(turn), ()), *((note, ()) for note in _window_notes(turn))]
+    if turn.settled:
+        items.append((SETTLED_NOTE.lower().rstrip(": "), turn.settled))
     pinned = [key for key in pinned_keys if summary.pinned.get(key)]
     if pinned:
         items.append(("pinned: " + ", ".join(pinned), ()))

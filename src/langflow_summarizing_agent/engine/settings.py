@@ -84,9 +84,12 @@ CHECKED_FIELDS = (*WHOLE_NUMBER_FIELDS, "summary_timeout")
 
 @dataclass(frozen=True)
 class FoldSettings:
-    n_messages: int = DEFAULT_N_MESSAGES
+    window: int = DEFAULT_N_MESSAGES - 1
+    """Messages before the input sent word for word, as by the stock component at the same setting: the Agent's
+    Number of Chat History Messages counts the input, the Message History's Number of Messages does not."""
     pinned_keys: tuple[str, ...] = ()
     fold_batch: int = DEFAULT_FOLD_BATCH
+    """Fold Batch as on the node; a fold waits for `effective_fold_batch`."""
     summary_words: int = DEFAULT_SUMMARY_WORDS
     history_token_budget: int = DEFAULT_HISTORY_TOKEN_BUDGET
     budget_trigger_share: float = DEFAULT_BUDGET_TRIGGER_SHARE
@@ -99,13 +102,16 @@ class FoldSettings:
     """How tokens are counted: the model's tokenizer, scaled by the provider's reported usage
     (`engine.tokens`)."""
     prompt_cache: bool = False
-    """The agent's provider caches prompts: Fold Batch is doubled (`settings_from`) and an early budget fold must
-    reach `BUDGET_TARGET_SHARE`."""
+    """The agent's provider caches prompts: a fold waits for `CACHED_FOLD_BATCH_FACTOR` times Fold Batch
+    (`effective_fold_batch`) and an early budget fold must reach `BUDGET_TARGET_SHARE`."""
+    settled: tuple[str, ...] = ()
+    """The values a turn runs at other than the node's, in words (`settings_from`): "Summary Word Budget 10 runs as
+    20"."""
 
     def __post_init__(self) -> None:
         problems = []
-        if self.n_messages < 1:
-            problems.append(f"{FIELD_NAMES['n_messages']} must be at least 1 (0 turns memory off).")
+        if self.window < 0:
+            problems.append(f"The window must be 0 or more messages, got {self.window}.")
         if self.fold_batch < 1:
             problems.append(f"{FIELD_NAMES['fold_batch']} must be at least 1 message.")
         if self.summary_words < 20:
@@ -139,14 +145,16 @@ class FoldSettings:
             raise ValueError(" ".join(problems))
 
     @property
-    def window(self) -> int:
-        """Messages the stock Agent at the same `n_messages` sends: its read includes the current input."""
-        return self.n_messages - 1
+    def effective_fold_batch(self) -> int:
+        """Unfolded messages older than the window that start a fold: Fold Batch, `CACHED_FOLD_BATCH_FACTOR` times
+        it when the provider caches prompts."""
+        return self.fold_batch * (CACHED_FOLD_BATCH_FACTOR if self.prompt_cache else 1)
 
     @property
     def read_limit(self) -> int:
-        """Messages one turn reads: the window, up to two batches waiting for a fold, and one more to see past."""
-        return self.n_messages + 2 * self.fold_batch
+        """Messages one turn reads: the window, the input, up to two batches waiting for a fold, and one more to see
+        past them."""
+        return self.window + 1 + 2 * self.effective_fold_batch
 
     @property
     def catch_up_messages(self) -> int:
@@ -178,38 +186,46 @@ def settings_from(
     counter: TokenCounter = ESTIMATE,
     prompt_cache: bool = False,
     names: Mapping[str, str] = FIELD_NAMES,
+    counts_the_input: bool = True,
 ) -> FoldSettings | None:
     """`FoldSettings` from input values by input name, each at the nearest value the settings accept, as the canvas
-    keeps it (`settled`; a missing or empty value takes its default); None when Number of Chat History Messages is 0,
-    which turns memory off. Raises ValueError naming the field to change for a value that is no number.
+    keeps it (`settled`; a missing or empty value takes its default), each value settled so named in
+    `FoldSettings.settled`; None when the message count is 0, which turns memory off. Raises ValueError naming the
+    field to change for a value that is no number.
 
-    `counter` counts tokens as the agent's model does; `prompt_cache` says its provider caches prompts, and then a
-    fold waits for `CACHED_FOLD_BATCH_FACTOR` times Fold Batch messages, and an early budget fold for
-    `BUDGET_TARGET_SHARE`. `names` are the fields as the component
-    shows them, for a component whose message count has another name (the Message History's Number of Messages)."""
+    `counter` counts tokens as the agent's model does; `prompt_cache` says its provider caches prompts. `names` are
+    the fields as the component shows them, for a component whose message count has another name (the Message
+    History's Number of Messages), and `counts_the_input` whether that count takes the input's place (the Agent's)."""
+    given_values = values
     values = settled(values)
     numbers = {name: whole_number(values.get(name), name, names) for name in WHOLE_NUMBER_FIELDS}
     n_messages = DEFAULT_N_MESSAGES if numbers["n_messages"] is None else numbers["n_messages"]
     given = {name: number for name, number in numbers.items() if number is not None and name != "n_messages"}
-    if prompt_cache:
-        given["fold_batch"] = given.get("fold_batch", DEFAULT_FOLD_BATCH) * CACHED_FOLD_BATCH_FACTOR
     budget = given.pop("history_token_budget", DEFAULT_HISTORY_TOKEN_BUDGET)
     unbudgeted = FoldSettings(
-        n_messages=max(n_messages, 1),
+        window=max(n_messages - 1, 0) if counts_the_input else n_messages,
+        fold_batch=given.get("fold_batch", DEFAULT_FOLD_BATCH),
+        summary_words=given.get("summary_words", DEFAULT_SUMMARY_WORDS),
+        max_folds_per_turn=given.get("max_folds_per_turn", DEFAULT_MAX_FOLDS_PER_TURN),
         pinned_keys=pinned_keys_from(values.get("pinned_keys")),
         summary_timeout=summary_timeout_from(values.get("summary_timeout")),
         summary_model=summary_model,
         counter=counter,
         prompt_cache=prompt_cache,
         history_token_budget=0,
-        **given,
     )
     if budget >= MIN_HISTORY_TOKEN_BUDGET:
         # The canvas keeps a budget that holds the summary message and the newest exchange as it counted them
         # (`settled`); counted with the model's tokenizer, scaled by what the provider reported, they may take a
         # little more, and the budget grows to hold them rather than fail the turn.
         budget = max(budget, least_history_token_budget(unbudgeted))
-    settings = replace(unbudgeted, history_token_budget=budget)
+    runs_at = {**values, "history_token_budget": budget}
+    notes = tuple(
+        f"{names[name]} {given_values[name]} runs as {runs_at[name]}"
+        for name in (*WHOLE_NUMBER_FIELDS, "summary_timeout")
+        if _number_or_none(given_values.get(name), float) not in (None, _number_or_none(runs_at.get(name), float))
+    )
+    settings = replace(unbudgeted, history_token_budget=budget, settled=notes)
     return settings if n_messages else None
 
 

@@ -46,6 +46,8 @@ class Turn:
     """How the turn's tokens were counted (`FoldSettings.counter`)."""
     compaction: bool = False
     """`/compact`: no model call, so no history is sent; the plan is what the next turn sends."""
+    settled: tuple[str, ...] = ()
+    """The settings the turn ran at other than the node's, in words (`FoldSettings.settled`)."""
 
     @property
     def summary(self) -> Summary:
@@ -91,7 +93,7 @@ async def _read_and_plan(
 ) -> Turn:
     read = await read_turn(store, settings, upcoming=upcoming)
     read = read.with_summary(failures.applied(store.scope.key, read.summary))
-    return Turn(read, planner(read, settings, now()), counter=settings.counter)
+    return Turn(read, planner(read, settings, now()), counter=settings.counter, settled=settings.settled)
 
 
 async def read_and_plan(
@@ -143,7 +145,8 @@ async def _fold_under_lock(
             turn.read, turn.plan, settings, summarizer, store, now=now, failures=failures, prefix=prefix
         )
         read = turn.read.with_summary(result.summary)
-        return Turn(read, plan_turn(read, settings, now=now()), fold=result, counter=settings.counter)
+        plan = plan_turn(read, settings, now=now())
+        return Turn(read, plan, fold=result, counter=settings.counter, settled=settings.settled)
 
 
 async def fold_if_due(

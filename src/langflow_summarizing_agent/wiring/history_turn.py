@@ -27,7 +27,6 @@ from langflow_summarizing_agent.engine.settings import (
     WHOLE_NUMBER_FIELDS,
     FoldSettings,
     settings_from,
-    whole_number,
 )
 from langflow_summarizing_agent.engine.tokens import counter_for
 from langflow_summarizing_agent.wiring.runner import KeptTurn, Part, cached_history, keep, run_turn, setting, turn_of
@@ -109,14 +108,17 @@ def check_refusal(component: Any) -> None:
 
 
 def settings_of(component: Any) -> FoldSettings | None:
-    """The fold settings; None when Number of Messages is 0. The stock Message History's window is its Number of
-    Messages rows, the Agent's one fewer (its input takes a slot), so the engine gets one more."""
+    """The fold settings; None when Number of Messages is 0. The window is Number of Messages: the stock Message
+    History's count does not take the input's place, as the Agent's does."""
     values = {name: setting(component, name) for name in (*WHOLE_NUMBER_FIELDS, "pinned_keys", "summary_timeout")}
-    n_messages = whole_number(values.get("n_messages"), "n_messages", FIELD_NAMES_OF_HISTORY)
-    if n_messages is not None and n_messages > 0:
-        values["n_messages"] = n_messages + 1
     model = summary_model_name(component)
-    return settings_from(values, summary_model=model, counter=counter_for(model), names=FIELD_NAMES_OF_HISTORY)
+    return settings_from(
+        values,
+        summary_model=model,
+        counter=counter_for(model),
+        names=FIELD_NAMES_OF_HISTORY,
+        counts_the_input=False,
+    )
 
 
 async def history(component: Any, stock_retrieval: StockRetrieval) -> History:
