@@ -18,7 +18,6 @@ from dataclasses import replace
 from typing import Any
 
 from langchain_core.messages import AIMessage
-from lfx.field_typing.range_spec import RangeSpec
 from lfx.schema.content_types import ToolContent
 from lfx.schema.message import Message
 from lfx.utils.constants import MESSAGE_SENDER_AI
@@ -29,13 +28,9 @@ from langflow_summarizing_agent.engine.fold import Prefix
 from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND
 from langflow_summarizing_agent.engine.records import Scope, StoredMessage, utcnow
 from langflow_summarizing_agent.engine.settings import (
-    CHECKED_FIELDS,
-    FIELD_NAMES,
-    LEAST,
     WHOLE_NUMBER_FIELDS,
     FoldSettings,
     settings_from,
-    settled,
     whole_number,
 )
 from langflow_summarizing_agent.engine.tokens import counter_for
@@ -49,13 +44,11 @@ from langflow_summarizing_agent.wiring.runner import (
     run_turn,
     setting,
     turn_of,
-    with_report,
 )
 from langflow_summarizing_agent.wiring.runtime import Runtime
 from langflow_summarizing_agent.wiring.summary_model import (
     agent_model_name,
     agent_model_provider,
-    picks_the_agents_own_model,
     summarizer_for,
     summary_model_builder,
     summary_model_name,
@@ -66,20 +59,14 @@ __all__ = [
     "FALLBACK_NOTE",
     "MEMORY_STEP_NAME",
     "MEMORY_STEP_TITLE",
-    "at_least",
     "cache_middleware",
     "compact_reply",
     "is_compact_request",
     "memory_data",
     "memory_step",
-    "refresh_summary_model_options",
-    "report_of",
-    "setting",
-    "settle_settings",
     "turn_of",
     "usage_callbacks",
     "with_memory_step",
-    "with_report",
 ]
 
 logger = logging.getLogger(__name__)
@@ -95,8 +82,6 @@ MEMORY_STEP_TITLE = "Memory"
 MEMORY_STEP_ICON = "Brain"
 REPLY_SIGNAL_ATTRIBUTE = "_summarizing_reply_signal"
 """The component attribute that holds this turn's reply signal (`after_reply.signal_build_end`)."""
-MAX_WHOLE_NUMBER = 1_000_000
-"""The top of a whole-number fold setting's range on the canvas."""
 
 StockHistory = Callable[[], Awaitable[list[Message]]]
 
@@ -111,61 +96,6 @@ def settings_of(component: Any, runtime: Runtime) -> FoldSettings | None:
         counter=counter_for(agent_model_name(component)),
         prompt_cache=usage.caches(agent_model_name(component), agent_model_provider(component)),
     )
-
-
-def settle_settings(
-    build_config: Mapping[str, Any], field_name: str | None, field_value: Any, names: Mapping[str, str] = FIELD_NAMES
-) -> None:
-    """Keep the edited settings at the nearest values the settings accept (`settings.settled`), in `build_config`,
-    so the canvas shows and saves only what a turn accepts; raises ValueError, naming the field, for a value that is
-    not a number at all. With the switch off, Number of Chat History Messages is the stock Agent's, left as it is."""
-    switch = (build_config.get("summarize_older_messages") or {}).get("value")
-    names_checked = [name for name in (*CHECKED_FIELDS, "pinned_keys") if name in build_config]
-    if not switch:
-        names_checked = [name for name in names_checked if name != "n_messages"]
-    values = {name: build_config[name].get("value") for name in names_checked}
-    if field_name in values:
-        values[field_name] = field_value
-    fixed = settled(values)
-    for name in names_checked:
-        build_config[name]["value"] = fixed[name]
-    settings_from(fixed, names=names)
-
-
-def at_least(name: str) -> RangeSpec:
-    """The range of a whole-number fold setting on the canvas. It starts at 0, not at the least value the setting
-    takes (`settings.LEAST`, which its help names): the canvas raises a number below the range's start to it at
-    every keystroke, so "50" typed into a field whose least value is 20 would become "20" after the "5". The server
-    settles the number to its least value once typing stops (`settle_settings`)."""
-    if name not in LEAST:
-        raise KeyError(name)
-    return RangeSpec(min=0, max=MAX_WHOLE_NUMBER, step=1, step_type="int")
-
-
-def refresh_summary_model_options(
-    component: Any, build_config: dict[str, Any], field_value: Any, field_name: str | None
-) -> None:
-    """The Summary Model picker's options, fetched as the Agent's own picker fetches its own. A pick stays what the
-    user made it: Langflow fills an empty model picker with a default, but an empty Summary Model means the Agent's
-    own model summarizes. Picking the Agent's own model there goes back to none (`picks_the_agents_own_model`)."""
-    from lfx.base.models.unified_models import get_language_model_options, update_model_options_in_build_config
-
-    if "summary_model" not in build_config:
-        return
-    picked = build_config["summary_model"].get("value")
-    update_model_options_in_build_config(
-        component=component,
-        build_config=build_config,
-        cache_key_prefix="language_model_options",
-        get_options_func=get_language_model_options,
-        field_name=field_name,
-        field_value=field_value,
-        model_field_name="summary_model",
-    )
-    if field_name != "summary_model":
-        build_config["summary_model"]["value"] = picked
-    elif picks_the_agents_own_model(field_value, (build_config.get("model") or {}).get("value")):
-        build_config["summary_model"]["value"] = []
 
 
 def is_compact_request(component: Any) -> bool:

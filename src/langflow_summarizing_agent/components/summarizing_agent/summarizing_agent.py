@@ -5,27 +5,19 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 from lfx.components.models_and_agents.agent import AgentComponent
-from lfx.field_typing.range_spec import RangeSpec
 from lfx.inputs.inputs import InputTypes
-from lfx.io import BoolInput, FloatInput, IntInput, MessageTextInput, SecretStrInput
+from lfx.io import SecretStrInput
 from lfx.schema.dotdict import dotdict
 from lfx.schema.message import Message
 
 from langflow_summarizing_agent.engine.settings import (
     CHECKED_FIELDS,
-    DEFAULT_FOLD_BATCH,
-    DEFAULT_HISTORY_TOKEN_BUDGET,
-    DEFAULT_MAX_FOLDS_PER_TURN,
     DEFAULT_N_MESSAGES,
-    DEFAULT_SUMMARY_TIMEOUT_SECONDS,
-    DEFAULT_SUMMARY_WORDS,
     FIELD_NAMES,
-    MAX_MESSAGES_PER_FOLD,
-    MIN_HISTORY_TOKEN_BUDGET,
-    PINNED_KEY_RULE,
     SUMMARIZING_N_MESSAGES,
 )
-from langflow_summarizing_agent.wiring import agent_turn
+from langflow_summarizing_agent.wiring import agent_turn, fields
+from langflow_summarizing_agent.wiring.runner import setting, with_report
 from langflow_summarizing_agent.wiring.summary_model import summary_model_picker
 
 SUMMARY_FIELDS = (
@@ -38,10 +30,7 @@ SUMMARY_FIELDS = (
     "max_folds_per_turn",
     "summary_timeout",
 )
-# override_skip: Langflow leaves out the value of a hidden field when it builds a flow; these settings keep theirs,
-# so an API tweak or a scripted flow takes effect whether or not the switch shows them.
-SETTING = {"override_skip": True, "api_editable": True}
-
+WORDS = fields.Words(sent="sent", run="turn", count="Number of Chat History Messages", budget_target="per model call")
 
 STOCK_N_MESSAGES = next(i for i in AgentComponent.inputs if i.name == "n_messages")
 N_MESSAGES_INFO = (
@@ -62,17 +51,6 @@ def _n_messages_input() -> InputTypes:
     )
 
 
-def _follow_the_switch(build_config: dotdict, enabled: bool) -> None:
-    """Number of Chat History Messages at its default follows the switch: the recommended window on, the stock
-    Agent's default off, so the switch off is the stock Agent. A number the user set stays."""
-    field = build_config.get("n_messages")
-    if field is None:
-        return
-    old, new = (DEFAULT_N_MESSAGES, SUMMARIZING_N_MESSAGES) if enabled else (SUMMARIZING_N_MESSAGES, DEFAULT_N_MESSAGES)
-    if field.get("value") == old:
-        field["value"] = new
-
-
 class SummarizingAgentComponent(AgentComponent):
     display_name: str = "Summarizing Agent"
     # "Memory" leads: the sidebar's search finds a word near the start of the description.
@@ -85,30 +63,14 @@ class SummarizingAgentComponent(AgentComponent):
 
     inputs = [  # noqa: RUF012 - Langflow declares inputs as a class list
         *(_n_messages_input() if i.name == "n_messages" else i for i in AgentComponent.inputs),
-        BoolInput(
-            name="summarize_older_messages",
-            display_name=FIELD_NAMES["summarize_older_messages"],
-            info=(
-                "On: messages older than the last Number of Chat History Messages are folded into a per-session "
-                "summary, sent to the model before the recent messages. Off: only the last messages are sent, "
-                "exactly as by the stock Agent."
+        fields.summarize_switch(
+            on=(
+                "messages older than the last Number of Chat History Messages are folded into a per-session "
+                "summary, sent to the model before the recent messages."
             ),
-            value=True,
-            real_time_refresh=True,
-            api_editable=True,
+            off="only the last messages are sent, exactly as by the stock Agent.",
         ),
-        MessageTextInput(
-            name="pinned_keys",
-            display_name=FIELD_NAMES["pinned_keys"],
-            info=(
-                "Facts the summary always keeps, by name, for example project_id, customer. Their latest values "
-                "open the summary however long ago they were said. Names only; the values are never shown in chat. "
-                f"{PINNED_KEY_RULE} A key typed otherwise is changed to follow the rule."
-            ),
-            is_list=True,
-            real_time_refresh=True,
-            **SETTING,
-        ),
+        fields.pinned_keys_input("Names only; the values are never shown in chat. "),
         summary_model_picker(
             name="summary_model",
             display_name=FIELD_NAMES["summary_model"],
@@ -120,7 +82,7 @@ class SummarizingAgentComponent(AgentComponent):
             real_time_refresh=True,
             required=False,
             advanced=True,
-            **SETTING,
+            **fields.SETTING,
         ),
         SecretStrInput(
             name="summary_model_api_key",
@@ -128,80 +90,18 @@ class SummarizingAgentComponent(AgentComponent):
             info="The Summary Model's key. Leave blank to use the key configured for its provider.",
             required=False,
             advanced=True,
-            **SETTING,
+            **fields.SETTING,
         ),
-        IntInput(
-            name="fold_batch",
-            range_spec=agent_turn.at_least("fold_batch"),
-            display_name=FIELD_NAMES["fold_batch"],
-            info=(
-                "Messages older than the Number of Chat History Messages that build up (still sent word for word) "
-                "before one summary call folds them, twice as many when the model's provider caches prompts. "
-                "Smaller: fewer tokens per model call, more summary calls."
-            ),
-            value=DEFAULT_FOLD_BATCH,
-            advanced=True,
-            real_time_refresh=True,
-            **SETTING,
-        ),
-        IntInput(
-            name="summary_words",
-            range_spec=agent_turn.at_least("summary_words"),
-            display_name=FIELD_NAMES["summary_words"],
-            info="Longest summary, in words (at least 20); a longer one is clipped.",
-            value=DEFAULT_SUMMARY_WORDS,
-            advanced=True,
-            real_time_refresh=True,
-            **SETTING,
-        ),
-        IntInput(
-            name="history_token_budget",
-            range_spec=agent_turn.at_least("history_token_budget"),
-            display_name=FIELD_NAMES["history_token_budget"],
-            info=(
-                "Most tokens of history per model call: the summary, its pinned facts and the recent messages. Past "
-                "80% of it (later with a provider that caches prompts), older messages are folded early; if the last "
-                "Number of Chat History Messages alone do not fit, only the newest that fit are sent, and the memory "
-                "step says so. 0 turns the budget off; "
-                f"otherwise at least {MIN_HISTORY_TOKEN_BUDGET}, and a budget too small for the summary message and "
-                "the newest exchange is raised to the least that holds them."
-            ),
-            value=DEFAULT_HISTORY_TOKEN_BUDGET,
-            advanced=True,
-            real_time_refresh=True,
-            **SETTING,
-        ),
-        IntInput(
-            name="max_folds_per_turn",
-            range_spec=agent_turn.at_least("max_folds_per_turn"),
-            display_name=FIELD_NAMES["max_folds_per_turn"],
-            info=(
-                f"Most summary calls in one turn, each folding up to {MAX_MESSAGES_PER_FOLD} messages. A long session "
-                "switched on catches up over several turns instead of stalling one."
-            ),
-            value=DEFAULT_MAX_FOLDS_PER_TURN,
-            advanced=True,
-            real_time_refresh=True,
-            **SETTING,
-        ),
-        FloatInput(
-            name="summary_timeout",
-            range_spec=RangeSpec(min=0, max=3_600, step=1),
-            display_name=FIELD_NAMES["summary_timeout"],
-            info=(
-                "Seconds to wait for one summary call; a slower one is abandoned and the turn uses the previous "
-                f"summary. 0 uses {DEFAULT_SUMMARY_TIMEOUT_SECONDS:g}."
-            ),
-            value=DEFAULT_SUMMARY_TIMEOUT_SECONDS,
-            advanced=True,
-            real_time_refresh=True,
-            **SETTING,
+        *fields.fold_settings_inputs(
+            WORDS,
+            fold_batch_extra=", twice as many when the model's provider caches prompts",
+            budget_extra=" (later with a provider that caches prompts)",
         ),
     ]
 
     async def get_memory_data(self) -> list[Message]:
         # Langflow's own tests build Agents with `__new__` and set only the stock inputs: those run as the stock Agent.
-        if not agent_turn.setting(self, "summarize_older_messages"):
+        if not setting(self, "summarize_older_messages"):
             return await super().get_memory_data()
         return await agent_turn.memory_data(self, super().get_memory_data)
 
@@ -209,7 +109,7 @@ class SummarizingAgentComponent(AgentComponent):
         if agent_turn.is_compact_request(self):
             return await agent_turn.compact_reply(self, super().get_memory_data)
         reply = await super().message_response()
-        # The final reply: the fold after it may start (`wiring.after_reply`).
+        # The final reply: the catch-up after it may start (`wiring.after_reply`).
         agent_turn.reply_built(self, reply)
         return reply
 
@@ -229,7 +129,7 @@ class SummarizingAgentComponent(AgentComponent):
     def extract_data(self, result: object) -> object:
         # Langflow sets a Message output's status to its text; the memory report goes after it.
         data = super().extract_data(result)
-        self.status = agent_turn.with_report(self, self.status)
+        self.status = with_report(self, self.status)
         return data
 
     # Same signature as AgentComponent's, which already differs from its sync parent.
@@ -237,14 +137,14 @@ class SummarizingAgentComponent(AgentComponent):
         self, build_config: dotdict, field_value: Any, field_name: str | None = None
     ) -> dotdict:
         build_config = await super().update_build_config(build_config, field_value, field_name)
-        agent_turn.refresh_summary_model_options(self, build_config, field_value, field_name)
+        fields.refresh_summary_model_options(self, build_config, field_value, field_name)
         switch = build_config.get("summarize_older_messages", {})
         enabled = bool(field_value if field_name == "summarize_older_messages" else switch.get("value"))
         if field_name == "summarize_older_messages":
             switch["value"] = enabled
-            _follow_the_switch(build_config, enabled)
+            fields.follow_the_switch(build_config, enabled)
         if field_name in (*CHECKED_FIELDS, "pinned_keys", "summarize_older_messages"):
-            agent_turn.settle_settings(build_config, field_name, field_value)
+            fields.settle_settings(build_config, field_name, field_value)
         for field in SUMMARY_FIELDS:
             if field in build_config:
                 build_config[field]["show"] = enabled

@@ -4,9 +4,8 @@ and the fold settings; Retrieve mode hands the turn to `wiring.history_turn`."""
 from typing import Any, cast
 
 from lfx.components.models_and_agents.memory import MemoryComponent
-from lfx.field_typing.range_spec import RangeSpec
 from lfx.inputs.inputs import InputTypes
-from lfx.io import BoolInput, FloatInput, IntInput, MessageTextInput, SecretStrInput
+from lfx.io import SecretStrInput
 from lfx.schema.data import Data
 from lfx.schema.dataframe import DataFrame
 from lfx.schema.dotdict import dotdict
@@ -14,19 +13,12 @@ from lfx.schema.message import Message
 
 from langflow_summarizing_agent.engine.settings import (
     CHECKED_FIELDS,
-    DEFAULT_FOLD_BATCH,
-    DEFAULT_HISTORY_TOKEN_BUDGET,
-    DEFAULT_MAX_FOLDS_PER_TURN,
     DEFAULT_N_MESSAGES,
-    DEFAULT_SUMMARY_TIMEOUT_SECONDS,
-    DEFAULT_SUMMARY_WORDS,
     FIELD_NAMES,
-    MAX_MESSAGES_PER_FOLD,
-    MIN_HISTORY_TOKEN_BUDGET,
-    PINNED_KEY_RULE,
     SUMMARIZING_N_MESSAGES,
 )
-from langflow_summarizing_agent.wiring import agent_turn, history_turn
+from langflow_summarizing_agent.wiring import fields, history_turn
+from langflow_summarizing_agent.wiring.runner import setting, with_report
 from langflow_summarizing_agent.wiring.summary_model import summary_model_picker
 
 SUMMARY_FIELDS = (
@@ -40,8 +32,7 @@ SUMMARY_FIELDS = (
     "summary_timeout",
 )
 NO_SENDER_FILTER = {"sender_type": history_turn.ALL_SENDERS, "sender_name": ""}
-# As on the Summarizing Agent: a hidden field's value still reaches the build, so API tweaks take effect.
-SETTING = {"override_skip": True, "api_editable": True}
+WORDS = fields.Words(sent="retrieved", run="run", count="Number of Messages", budget_target="retrieved")
 
 STOCK_N_MESSAGES = next(i for i in MemoryComponent.inputs if i.name == "n_messages")
 N_MESSAGES_INFO = (
@@ -67,17 +58,13 @@ def _n_messages_input() -> InputTypes:
 
 
 def _follow_the_switch(build_config: dotdict, enabled: bool) -> None:
-    """Number of Messages follows the switch: on the node at the recommended window while it is on; in the Parameters
-    panel at the stock default while it is off, so the switch off is the stock Message History. A number the user
-    set stays."""
+    """Number of Messages follows the switch (`fields.follow_the_switch`), and is on the node while it is on, in the
+    Parameters panel while it is off, with the stock help."""
+    fields.follow_the_switch(build_config, enabled)
     field = build_config.get("n_messages")
-    if field is None:
-        return
-    old, new = (DEFAULT_N_MESSAGES, SUMMARIZING_N_MESSAGES) if enabled else (SUMMARIZING_N_MESSAGES, DEFAULT_N_MESSAGES)
-    if field.get("value") == old:
-        field["value"] = new
-    field["advanced"] = not enabled
-    field["info"] = N_MESSAGES_INFO if enabled else STOCK_N_MESSAGES.info
+    if field is not None:
+        field["advanced"] = not enabled
+        field["info"] = N_MESSAGES_INFO if enabled else STOCK_N_MESSAGES.info
 
 
 class SummarizingMessageHistoryComponent(MemoryComponent):
@@ -96,30 +83,14 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
 
     inputs = [  # noqa: RUF012 - Langflow declares inputs as a class list
         *(_n_messages_input() if i.name == "n_messages" else i for i in MemoryComponent.inputs),
-        BoolInput(
-            name="summarize_older_messages",
-            display_name=FIELD_NAMES["summarize_older_messages"],
-            info=(
-                "On: messages older than the last Number of Messages are folded into a per-session summary, "
-                "retrieved before the recent messages. Off: only the last messages, exactly as by the stock "
-                "Message History."
+        fields.summarize_switch(
+            on=(
+                "messages older than the last Number of Messages are folded into a per-session summary, "
+                "retrieved before the recent messages."
             ),
-            value=True,
-            real_time_refresh=True,
-            api_editable=True,
+            off="only the last messages, exactly as by the stock Message History.",
         ),
-        MessageTextInput(
-            name="pinned_keys",
-            display_name=FIELD_NAMES["pinned_keys"],
-            info=(
-                "Facts the summary always keeps, by name, for example project_id, customer. Their latest values "
-                f"open the summary however long ago they were said. {PINNED_KEY_RULE} A key typed otherwise is "
-                "changed to follow the rule."
-            ),
-            is_list=True,
-            real_time_refresh=True,
-            **SETTING,
-        ),
+        fields.pinned_keys_input(),
         summary_model_picker(
             name="summary_model",
             display_name=FIELD_NAMES["summary_model"],
@@ -140,75 +111,11 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
             real_time_refresh=True,
             advanced=True,
         ),
-        IntInput(
-            name="fold_batch",
-            range_spec=agent_turn.at_least("fold_batch"),
-            display_name=FIELD_NAMES["fold_batch"],
-            info=(
-                "Messages older than the Number of Messages that build up (still retrieved word for word) before "
-                "one summary call folds them. Smaller: fewer tokens per model call, more summary calls."
-            ),
-            value=DEFAULT_FOLD_BATCH,
-            advanced=True,
-            real_time_refresh=True,
-            **SETTING,
-        ),
-        IntInput(
-            name="summary_words",
-            range_spec=agent_turn.at_least("summary_words"),
-            display_name=FIELD_NAMES["summary_words"],
-            info="Longest summary, in words (at least 20); a longer one is clipped.",
-            value=DEFAULT_SUMMARY_WORDS,
-            advanced=True,
-            real_time_refresh=True,
-            **SETTING,
-        ),
-        IntInput(
-            name="history_token_budget",
-            range_spec=agent_turn.at_least("history_token_budget"),
-            display_name=FIELD_NAMES["history_token_budget"],
-            info=(
-                "Most tokens of history retrieved: the summary, its pinned facts and the recent messages. Past 80% "
-                "of it, older messages are folded early; if the last Number of Messages alone do not fit, only the "
-                "newest that fit are retrieved. 0 turns the budget off; otherwise at least "
-                f"{MIN_HISTORY_TOKEN_BUDGET}, and a budget too small for the summary message and the newest exchange "
-                "is raised to the least that holds them."
-            ),
-            value=DEFAULT_HISTORY_TOKEN_BUDGET,
-            advanced=True,
-            real_time_refresh=True,
-            **SETTING,
-        ),
-        IntInput(
-            name="max_folds_per_turn",
-            range_spec=agent_turn.at_least("max_folds_per_turn"),
-            display_name=FIELD_NAMES["max_folds_per_turn"],
-            info=(
-                f"Most summary calls in one run, each folding up to {MAX_MESSAGES_PER_FOLD} messages. A long session "
-                "switched on catches up over several runs instead of stalling one."
-            ),
-            value=DEFAULT_MAX_FOLDS_PER_TURN,
-            advanced=True,
-            real_time_refresh=True,
-            **SETTING,
-        ),
-        FloatInput(
-            name="summary_timeout",
-            range_spec=RangeSpec(min=0, max=3_600, step=1),
-            display_name=FIELD_NAMES["summary_timeout"],
-            info=(
-                "Seconds to wait for one summary call; a slower one is abandoned and the run uses the previous "
-                f"summary. 0 uses {DEFAULT_SUMMARY_TIMEOUT_SECONDS:g}."
-            ),
-            value=DEFAULT_SUMMARY_TIMEOUT_SECONDS,
-            advanced=True,
-            real_time_refresh=True,
-            **SETTING,
-        ),
+        *fields.fold_settings_inputs(WORDS, fold_batch_extra="", budget_extra=""),
     ]
 
     def _summarizes(self) -> bool:
-        return bool(agent_turn.setting(self, "summarize_older_messages"))
+        return bool(setting(self, "summarize_older_messages"))
 
     async def _stock_messages(self) -> list[Message]:
         # The stock method is annotated `Data` but returns a list of Messages (it casts the list itself).
@@ -232,21 +139,21 @@ class SummarizingMessageHistoryComponent(MemoryComponent):
     def extract_data(self, result: object) -> object:
         # Langflow sets a Message output's status to its text; the turn's report goes after it.
         data = super().extract_data(result)
-        self.status = agent_turn.with_report(self, self.status)
+        self.status = with_report(self, self.status)
         return data
 
     def update_build_config(self, build_config: dotdict, field_value: Any, field_name: str | None = None) -> dotdict:
         build_config = super().update_build_config(build_config, field_value, field_name)
         # Langflow's own refresh would fill an empty Summary Model with the first model listed, the dearest; the
         # Agent's keeps the pick the user made.
-        agent_turn.refresh_summary_model_options(self, build_config, field_value, field_name)
+        fields.refresh_summary_model_options(self, build_config, field_value, field_name)
         switch = build_config.get("summarize_older_messages") or {}
         enabled = bool(field_value if field_name == "summarize_older_messages" else switch.get("value"))
         retrieving = (build_config.get("mode") or {}).get("value") == "Retrieve"
         if field_name == "summarize_older_messages":
             _follow_the_switch(build_config, enabled)
         if enabled and field_name in (*CHECKED_FIELDS, "pinned_keys", "summarize_older_messages"):
-            agent_turn.settle_settings(build_config, field_name, field_value, history_turn.FIELD_NAMES_OF_HISTORY)
+            fields.settle_settings(build_config, field_name, field_value, history_turn.FIELD_NAMES_OF_HISTORY)
         if enabled and field_name in ("memory", "summarize_older_messages"):
             memory = field_value if field_name == "memory" else (build_config.get("memory") or {}).get("value")
             problem = history_turn.refusal({"memory": memory})
