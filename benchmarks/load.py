@@ -6,7 +6,7 @@ N users per agent (httpx) chat with both flows, half of them through the run API
 path (events by polling or streaming). Topologies: `sqlite`, one worker; `postgres`, two workers on PostgreSQL (a
 server of its own) and Langflow's job queue on Redis, as docs/operations.md deploys them; `two_servers`, two such
 servers of one worker each on that database and Redis, behind a loopback load balancer. The offline model
-(`tests.support.load_model`) runs inside the servers. Every session of a phase is audited (`tests.support.load_audit`; a
+(`benchmarks.load_model`) runs inside the servers. Every session of a phase is audited (`benchmarks.load_audit`; a
 failed audit exits 1). The faults run on `postgres`. Metrics and faults: docs/benchmarks.md, "Under load and faults".
 Writes `load.json` and `load.png` to `--out`. Every loop is bounded in count and time; only 127.0.0.1 is used.
 """
@@ -35,15 +35,15 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
+from benchmarks import load_audit
+from benchmarks.load_audit import read_calls
 from benchmarks.load_deploy import Deployment, Sampler, deployed, own_postgres
 from benchmarks.load_report import AGENTS, WINDOWS, fault_report, phase_report, plot, scored
 from benchmarks.revision import commit
 from langflow_summarizing_agent.engine.report import BUSY_NOTE
 from langflow_summarizing_agent.engine.settings import DEFAULT_FOLD_BATCH, DEFAULT_MAX_FOLDS_PER_TURN
 from langflow_summarizing_agent.wiring.after_reply import DEFAULT_MAX_RUNNING
-from tests.support import load_audit
 from tests.support.deployment_recipe import install_recipe
-from tests.support.load_audit import read_calls
 from tests.support.server_fixtures import LangflowServer
 
 REQUEST_TIMEOUT_SECONDS, KILL_WAIT_SECONDS = 90.0, 40.0
@@ -120,8 +120,8 @@ class Phase:
 def flow_data(agent: str, phase: Phase, args: Any) -> Any:
     """The ready support flow as exported, its model the offline load model (connected as the canvas connects one),
     the summary switch on for the Summarizing Agent and off for the stock Agent (which it then is)."""
+    from benchmarks.load_model import LoadModelComponent
     from tests.support.flow_files import load_support_flow, with_model
-    from tests.support.load_model import LoadModelComponent
 
     model = LoadModelComponent(_id="LoadBenchmarkModel-L0adM")
     model.set(agent_seconds=args.agent_seconds, summary_seconds=args.summary_seconds, reply_words=args.message_words)

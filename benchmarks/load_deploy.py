@@ -22,11 +22,11 @@ import psutil
 import psycopg
 import sqlalchemy as sa
 
+from benchmarks import load_audit
+from benchmarks.load_audit import read_calls
+from benchmarks.load_balancer import load_balancer
 from langflow_summarizing_agent.wiring.after_reply import MAX_RUNNING_ENV
-from tests.support import load_audit
 from tests.support.deployment_recipe import follow_recipe
-from tests.support.load_audit import read_calls
-from tests.support.load_balancer import load_balancer
 from tests.support.redis_server import RedisServer, running_redis
 from tests.support.server_fixtures import LangflowServer, running_langflow_server
 

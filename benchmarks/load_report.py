@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from benchmarks import load_audit
+from benchmarks.load_audit import chain, on_final, saved
 from benchmarks.load_deploy import SETTLE_TIMEOUT_SECONDS
 from langflow_summarizing_agent.engine.settings import DEFAULT_FOLD_BATCH, DEFAULT_MAX_FOLDS_PER_TURN
 from langflow_summarizing_agent.wiring.after_reply import DEFAULT_MAX_RUNNING
-from tests.support import load_audit
-from tests.support.load_audit import chain, on_final, saved
 
 if TYPE_CHECKING:
     from benchmarks.load import Phase

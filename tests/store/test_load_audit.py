@@ -1,4 +1,4 @@
-"""The load benchmark's audit (`tests.support.load_audit.audit_phase`) on a real Langflow database: it counts the
+"""The load benchmark's audit (`benchmarks.load_audit.audit_phase`) on a real Langflow database: it counts the
 messages a fold reads, so the error row Langflow stores for a turn that failed (as during a database restart) is no
 message the summary must name; and it fails on each rule broken: a message folded twice, a `folded_count` other than
 what the cursor covers, a version that went down, a deleted session's summary row left behind."""
@@ -11,9 +11,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
+from benchmarks.load_audit import audit_phase
 from langflow_summarizing_agent.engine.records import Cursor, Scope, Summary
 from tests.support.langflow_db import LangflowDatabase, MemoryScope, database_store
-from tests.support.load_audit import audit_phase
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 MARKERS = ["s1001-u0", "s1001-a0", "s1001-u1", "s1001-a1", "s1001-u2", "s1001-a2"]

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 
-from tests.support.load_balancer import load_balancer
+from benchmarks.load_balancer import load_balancer
 
 
 @contextmanager

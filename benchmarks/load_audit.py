@@ -1,7 +1,7 @@
 """The load benchmark's audit and its checks of the model's call records, shared by `benchmarks.load` and its tests.
 
 Every message the load benchmark sends carries a marker `#<session>-u<n>#`, its offline model
-(`tests.support.load_model`) echoes it as `#<session>-a<n>#` and lists in a summary the marker of every folded message.
+(`benchmarks.load_model`) echoes it as `#<session>-a<n>#` and lists in a summary the marker of every folded message.
 `audit_phase` reads each session back from the database; the call checks read the model's call records (dicts with
 `session`, `pid`, `kind`, `start`, `end` (None: cut off), `failed`, `previous` and `folded` markers).
 """

@@ -3,7 +3,7 @@ is self-contained). A reply echoes the message's marker `#<session>-u<n>#` as `#
 `agent_seconds`; a summary call (the fold prompt's) answers after `summary_seconds` with the marker of every message
 folded along the chain of saved summaries, one a line. The JSON file at `control_path`, rewritten while the server
 runs, overrides `summary_seconds` and fails summary calls (`"fail_summary"`). Each call appends a JSON line to
-`record_path` when it starts and when it ends (`tests.support.load_audit` reads them).
+`record_path` when it starts and when it ends (`benchmarks.load_audit` reads them).
 """
 
 from __future__ import annotations
