@@ -16,8 +16,10 @@ import pytest
 
 from langflow_summarizing_agent.engine.settings import MAX_MESSAGE_CHARS
 
-# One xdist worker runs the module: the tiny run of the module fixture (two minutes) is made once.
-pytestmark = [pytest.mark.benchmark, pytest.mark.xdist_group("benchmark")]
+pytestmark = pytest.mark.benchmark
+# One xdist worker runs the tests of the tiny run: the module fixture (two minutes) is made once. Only those: xdist
+# joins every group a test has, and the tests on the shared server keep that server's group alone.
+ON_THE_TINY_RUN = pytest.mark.xdist_group("benchmark_tiny_run")
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARK_TIMEOUT_SECONDS = 900
 
@@ -53,6 +55,7 @@ def _runs(tiny: tuple[dict[str, Any], Path, str]) -> dict[str, dict[str, Any]]:
     return tiny[0]["runs"]
 
 
+@ON_THE_TINY_RUN
 def test_tiny_run_replays_every_turn_of_every_run_and_prints_every_target(tiny):
     written, out, printed = tiny
     assert written["backend"] == "sqlite"
@@ -71,6 +74,7 @@ def test_tiny_run_replays_every_turn_of_every_run_and_prints_every_target(tiny):
     assert (out / "support_session_sqlite.png").read_bytes().startswith(b"\x89PNG")
 
 
+@ON_THE_TINY_RUN
 def test_every_call_is_billed_under_prefix_caching(tiny):
     for key, metrics in _runs(tiny).items():
         calls = metrics["calls"]
@@ -88,6 +92,7 @@ def test_every_call_is_billed_under_prefix_caching(tiny):
         assert _runs(tiny)[stock]["billed_10_vs_100"] == 1.0
 
 
+@ON_THE_TINY_RUN
 def test_the_anthropic_run_is_billed_at_the_breakpoints_the_component_sets(tiny):
     anthropic, stock = _runs(tiny)["summarizing_10_anthropic"], _runs(tiny)["stock_100"]
     agent = [call for call in anthropic["calls"] if call["kind"] == "agent"]
@@ -99,12 +104,14 @@ def test_the_anthropic_run_is_billed_at_the_breakpoints_the_component_sets(tiny)
     assert anthropic["billed_10_vs_100"] == round(anthropic["billed_10"] / stock["total_input_tokens"], 4)
 
 
+@ON_THE_TINY_RUN
 def test_the_text_scenarios_keep_the_first_facts(tiny):
     runs = _runs(tiny)
     for key in ("stock_100_logs", "stock_100_chinese", "summarizing_10_logs", "summarizing_10_chinese"):
         assert runs[key]["first_facts_in_last_exchange"], key
 
 
+@ON_THE_TINY_RUN
 def test_tool_turn_makes_two_agent_calls_and_compact_makes_none(tiny):
     calls = {key: metrics["agent_calls"] for key, metrics in _runs(tiny).items()}
     # Exchange 3 is a tool-using turn (a calculator call, then the answer), except where /compact replaces it.
@@ -112,6 +119,7 @@ def test_tool_turn_makes_two_agent_calls_and_compact_makes_none(tiny):
     assert _runs(tiny)["summarizing_10_compact"]["verbatim_per_turn"][3] is None
 
 
+@ON_THE_TINY_RUN
 def test_stock_agent_sends_its_window_verbatim_and_nothing_that_left_it(tiny):
     stock_10, stock_100 = _runs(tiny)["stock_10"], _runs(tiny)["stock_100"]
     # Exchange t's history: the 2t messages before it, at most the window of n_messages - 1.
@@ -123,6 +131,7 @@ def test_stock_agent_sends_its_window_verbatim_and_nothing_that_left_it(tiny):
     assert stock_100["never_reached_again"] == 0
 
 
+@ON_THE_TINY_RUN
 def test_switched_on_late_runs_as_the_stock_agent_until_the_switch(tiny):
     switched, stock_10 = _runs(tiny)["summarizing_10_switched"], _runs(tiny)["stock_10"]
     switch_at = round(EXCHANGES * 3 / 4)
@@ -131,6 +140,7 @@ def test_switched_on_late_runs_as_the_stock_agent_until_the_switch(tiny):
     assert all(call["exchange"] >= switch_at for call in switched["calls"] if call["kind"] == "summary")
 
 
+@ON_THE_TINY_RUN
 def test_long_messages_are_recognised_in_folds_when_cut(tiny):
     """On the agent's prefix a fold holds the log as the agent saw it, cut to fit the budget; a quoted fold (no cache)
     cuts it at `MAX_MESSAGE_CHARS`. Either way the fold names it."""

@@ -320,5 +320,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.shared_server)
             # Under pytest-xdist (`--dist loadgroup`) one worker runs every test on the shared server: it starts once.
             item.add_marker(pytest.mark.xdist_group("langflow_server"))
+            groups = sorted({str(mark.args[0]) for mark in item.iter_markers("xdist_group") if mark.args})
+            if groups != ["langflow_server"]:
+                # xdist joins a test's groups into one of their own: it would run on another worker, another server.
+                msg = f"{item.nodeid} runs on the shared server and may join no other xdist group, has {groups}"
+                raise pytest.UsageError(msg)
             if backend == "postgres":
                 item.add_marker(pytest.mark.postgres)
