@@ -183,6 +183,7 @@ def test_history_benchmark_folds_the_summarizing_history_after_each_reply(tmp_pa
 
 
 LOAD_PHASE_KEYS = {
+    "turn_records",
     "name",
     "topology",
     "users_per_agent",
@@ -215,7 +216,7 @@ LOAD_AGENT_KEYS = {
     "most_calls_in_one_fold",
 }
 LOAD_TARGETS = {
-    "p95 turn time, Summarizing",
+    "p95 turn time, Summarizing over Agent, phases pooled",
     "turns that waited for a summary call",
     "failed turns, both agents",
     "lost or doubled folds (audit problems)",
