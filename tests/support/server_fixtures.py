@@ -326,6 +326,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         raise pytest.UsageError(msg)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which names a grouped test by its group
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     backend = os.environ.get(SERVER_DATABASE_ENV, "sqlite").strip().lower()
     for item in items:
