@@ -84,58 +84,31 @@ def pinned_keys_input(extra: str = "") -> MessageTextInput:
 def fold_settings_inputs(words: Words, *, fold_batch_extra: str, budget_extra: str) -> list[Any]:
     """Fold Batch, Summary Word Budget, History Token Budget, Max Folds per Turn and Summary Timeout (s)."""
     return [
-        IntInput(
-            name="fold_batch",
-            range_spec=at_least("fold_batch"),
-            display_name=FIELD_NAMES["fold_batch"],
-            info=(
-                f"Messages older than the {words.count} that build up (still {words.sent} word for word) before "
-                f"one summary call folds them{fold_batch_extra}. Smaller: fewer tokens per model call, more summary "
-                "calls."
-            ),
-            value=DEFAULT_FOLD_BATCH,
-            advanced=True,
-            real_time_refresh=True,
-            **SETTING,
+        _whole_number(
+            "fold_batch",
+            DEFAULT_FOLD_BATCH,
+            f"Messages older than the {words.count} that build up (still {words.sent} word for word) before one "
+            f"summary call folds them{fold_batch_extra}. Smaller: fewer tokens per model call, more summary calls.",
         ),
-        IntInput(
-            name="summary_words",
-            range_spec=at_least("summary_words"),
-            display_name=FIELD_NAMES["summary_words"],
-            info=f"Longest summary, in words (at least {LEAST['summary_words']}); a longer one is clipped.",
-            value=DEFAULT_SUMMARY_WORDS,
-            advanced=True,
-            real_time_refresh=True,
-            **SETTING,
+        _whole_number(
+            "summary_words",
+            DEFAULT_SUMMARY_WORDS,
+            f"Longest summary, in words (at least {LEAST['summary_words']}); a longer one is clipped.",
         ),
-        IntInput(
-            name="history_token_budget",
-            range_spec=at_least("history_token_budget"),
-            display_name=FIELD_NAMES["history_token_budget"],
-            info=(
-                f"Most tokens of history {words.budget_target}: the summary, its pinned facts and the recent "
-                f"messages. Past 80% of it{budget_extra}, older messages are folded early; if the last {words.count} "
-                f"alone do not fit, only the newest that fit are {words.sent}. 0 turns the budget off; otherwise at "
-                f"least {MIN_HISTORY_TOKEN_BUDGET}, and a budget too small for the summary message and the newest "
-                "exchange is raised to the least that holds them."
-            ),
-            value=DEFAULT_HISTORY_TOKEN_BUDGET,
-            advanced=True,
-            real_time_refresh=True,
-            **SETTING,
+        _whole_number(
+            "history_token_budget",
+            DEFAULT_HISTORY_TOKEN_BUDGET,
+            f"Most tokens of history {words.budget_target}: the summary, its pinned facts and the recent messages. "
+            f"Past 80% of it{budget_extra}, older messages are folded early; if the last {words.count} alone do not "
+            f"fit, only the newest that fit are {words.sent}. 0 turns the budget off; otherwise at least "
+            f"{MIN_HISTORY_TOKEN_BUDGET}, and a budget too small for the summary message and the newest exchange is "
+            "raised to the least that holds them.",
         ),
-        IntInput(
-            name="max_folds_per_turn",
-            range_spec=at_least("max_folds_per_turn"),
-            display_name=FIELD_NAMES["max_folds_per_turn"],
-            info=(
-                f"Most summary calls in one {words.run}, each folding up to {MAX_MESSAGES_PER_FOLD} messages. A long "
-                f"session switched on catches up over several {words.run}s instead of stalling one."
-            ),
-            value=DEFAULT_MAX_FOLDS_PER_TURN,
-            advanced=True,
-            real_time_refresh=True,
-            **SETTING,
+        _whole_number(
+            "max_folds_per_turn",
+            DEFAULT_MAX_FOLDS_PER_TURN,
+            f"Most summary calls in one {words.run}, each folding up to {MAX_MESSAGES_PER_FOLD} messages. A long "
+            f"session switched on catches up over several {words.run}s instead of stalling one.",
         ),
         FloatInput(
             name="summary_timeout",
@@ -151,6 +124,20 @@ def fold_settings_inputs(words: Words, *, fold_batch_extra: str, budget_extra: s
             **SETTING,
         ),
     ]
+
+
+def _whole_number(name: str, value: int, info: str) -> IntInput:
+    """A whole-number fold setting: in the Parameters panel, refreshed on edit (`settle_settings`), kept when hidden."""
+    return IntInput(
+        name=name,
+        range_spec=at_least(name),
+        display_name=FIELD_NAMES[name],
+        info=info,
+        value=value,
+        advanced=True,
+        real_time_refresh=True,
+        **SETTING,
+    )
 
 
 def at_least(name: str) -> RangeSpec:
