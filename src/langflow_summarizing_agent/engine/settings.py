@@ -152,8 +152,7 @@ class FoldSettings:
 
     @property
     def read_limit(self) -> int:
-        """Messages one turn reads: the window, the input, up to two batches waiting for a fold, and one more to see
-        past them."""
+        """Messages one turn reads: the window, up to two batches waiting for a fold, and one more to see past them."""
         return self.window + 1 + 2 * self.effective_fold_batch
 
     @property
