@@ -158,6 +158,16 @@ async def catch_up(
     )
 
 
+async def fold_for_one_call(
+    summary: Summary, batch: Sequence[StoredMessage], settings: FoldSettings, summarizer: Summarizer
+) -> Summary:
+    """`summary` with `batch` folded in by one summary call, for one model call of the agent and not saved: what a call
+    refused for its length is retried with when it must leave window messages out (`wiring.long_turn`). Raises as the
+    summary call does; the caller then leaves the messages in."""
+    prompt = _fold_prompt(summary, batch, settings, None)
+    return _folded(_Folds(summary), batch, await summarizer(prompt), settings).summary
+
+
 @dataclass(frozen=True)
 class _Folds:
     """What the folds of a catch-up made: the summary after the last one that succeeded, and what they cost."""

@@ -75,6 +75,7 @@ FIELD_NAMES = {
     "history_token_budget": "History Token Budget",
     "max_folds_per_turn": "Max Folds per Turn",
     "summary_timeout": "Summary Timeout (s)",
+    "model_input_limit": "Model Input Limit",
 }
 """Each input's name as the UI shows it; refusals use these."""
 WHOLE_NUMBER_FIELDS = ("n_messages", "fold_batch", "summary_words", "history_token_budget", "max_folds_per_turn")

@@ -17,24 +17,27 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from lfx.schema.content_types import ToolContent
 from lfx.schema.message import Message
 from lfx.utils.constants import MESSAGE_SENDER_AI
 
 from langflow_summarizing_agent import langflow_private
 from langflow_summarizing_agent.engine import report
-from langflow_summarizing_agent.engine.fold import Prefix
+from langflow_summarizing_agent.engine.fold import Prefix, fold_for_one_call
 from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND
+from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX, render_summary_message
 from langflow_summarizing_agent.engine.records import Scope, StoredMessage, utcnow
 from langflow_summarizing_agent.engine.settings import (
+    FIELD_NAMES,
     WHOLE_NUMBER_FIELDS,
     FoldSettings,
     settings_from,
     whole_number,
 )
 from langflow_summarizing_agent.engine.tokens import counter_for
-from langflow_summarizing_agent.wiring import after_reply, prompt_cache
+from langflow_summarizing_agent.engine.tool_results import run_start
+from langflow_summarizing_agent.wiring import after_reply, long_turn, prompt_cache
 from langflow_summarizing_agent.wiring import runtime as runtimes
 from langflow_summarizing_agent.wiring.runner import (
     Part,
@@ -62,10 +65,12 @@ __all__ = [
     "cache_middleware",
     "compact_reply",
     "is_compact_request",
+    "long_turn_middleware",
     "memory_data",
     "memory_step",
     "turn_of",
     "usage_callbacks",
+    "with_long_turn_note",
     "with_memory_step",
 ]
 
@@ -82,6 +87,12 @@ MEMORY_STEP_TITLE = "Memory"
 MEMORY_STEP_ICON = "Brain"
 REPLY_SIGNAL_ATTRIBUTE = "_summarizing_reply_signal"
 """The component attribute that holds this turn's reply signal (`after_reply.signal_build_end`)."""
+PART_ATTRIBUTE = "_summarizing_part"
+"""The component attribute that holds what this turn handed the turn runner, for a retry that folds (`long_turn`)."""
+WATCH_ATTRIBUTE = "_summarizing_long_turn"
+"""The component attribute that holds what the run did to stay within the model's input limit."""
+STEP_ATTRIBUTE = "_summarizing_memory_step"
+"""The component attribute that holds this turn's memory step, and its text before the run."""
 
 StockHistory = Callable[[], Awaitable[list[Message]]]
 
@@ -115,6 +126,7 @@ async def memory_data(component: Any, stock_history: StockHistory) -> list[Messa
     if kept is not None:
         return list(kept)
     earlier_results = _results_of(component)
+    component.__dict__[PART_ATTRIBUTE] = part
     history = await run_turn(component, part, runtime=runtime)
     if history is None:
         return await stock_history()
@@ -210,6 +222,72 @@ def _folds_on_the_agents_prefix(component: Any, runtime: Runtime) -> bool:
     return runtime.usage.caches(agent_model_name(component), agent_model_provider(component))
 
 
+def long_turn_middleware(component: Any, llm: object) -> list[Any]:
+    """The middleware that keeps the run's calls within the model's input limit (`wiring.long_turn`), with the switch
+    on; none with it off. Refuses a History Token Budget above the limit."""
+    if not setting(component, "summarize_older_messages"):
+        return []
+    given = whole_number(setting(component, "model_input_limit"), "model_input_limit")
+    if given is not None and given < 0:
+        msg = f"{FIELD_NAMES['model_input_limit']} must be 0 (from the model's profile) or a number of tokens."
+        raise ValueError(msg)
+    limit, source = long_turn.input_limit(given, llm)
+    budget = whole_number(setting(component, "history_token_budget"), "history_token_budget") or 0
+    long_turn.check_budget(budget, limit, source)
+    kept = turn_of(component)
+    counter = (
+        kept.turn.counter if kept is not None and kept.turn is not None else counter_for(agent_model_name(component))
+    )
+    watch = long_turn.LongTurnWatch(limit, source, changed=functools.partial(_show_long_turn, component))
+    component.__dict__[WATCH_ATTRIBUTE] = watch
+    return [long_turn.LongTurnMiddleware(counter, watch, functools.partial(_history_cut, component))]
+
+
+async def _history_cut(component: Any, messages: list[BaseMessage]) -> list[BaseMessage] | None:
+    """`messages` with the history down to the summary message and the newest exchange, the window messages left out
+    folded into the summary for this call (`long_turn.HistoryCut`); None when nothing can be left out, or the fold
+    failed, so no message leaves what is sent unfolded."""
+    kept, part = turn_of(component), component.__dict__.get(PART_ATTRIBUTE)
+    if kept is None or kept.turn is None or part is None:
+        return None
+    turn, at = kept.turn, run_start(messages) - 1
+    history = messages[:at]
+    has_summary = bool(history) and str(history[0].content).startswith(SUMMARY_PREFIX)
+    window = history[1:] if has_summary else history
+    sent = turn.plan.send
+    if len(window) != len(sent) or len(sent) <= 2:
+        return None
+    try:
+        summary = await fold_for_one_call(turn.summary, sent[:-2], part.settings, part.summarizer)
+    except Exception:  # a failed fold leaves the history as it was
+        logger.warning("Summarizing Agent: the fold for a retried call failed; the history stays", exc_info=True)
+        return None
+    text = render_summary_message(summary, part.settings.pinned_keys, turn.plan.not_summarized)
+    return [*([HumanMessage(content=text)] if text else []), *window[-2:], *messages[at:]]
+
+
+def _show_long_turn(component: Any) -> None:
+    """Add what the run did to stay within the limit to the memory step the Playground shows."""
+    shown = component.__dict__.get(STEP_ATTRIBUTE)
+    note = long_turn_note(component)
+    if shown is not None and note:
+        step, text = shown
+        step.output = f"{text}\n- {note}"
+
+
+def long_turn_note(component: Any) -> str | None:
+    watch = component.__dict__.get(WATCH_ATTRIBUTE)
+    return watch.note() if watch is not None else None
+
+
+def with_long_turn_note(component: Any, status: Any) -> Any:
+    """The component status followed by what the run did to stay within the model's input limit, if anything."""
+    note = long_turn_note(component)
+    if not note:
+        return status
+    return f"{status}\n\n{note}" if isinstance(status, str) and status else note
+
+
 def cache_middleware(component: Any, llm: object) -> list[Any]:
     """The agent's cache breakpoints (`wiring.prompt_cache`), with the switch on; none with it off."""
     return prompt_cache.agent_middleware(llm) if setting(component, "summarize_older_messages") else []
@@ -275,6 +353,7 @@ def with_memory_step(component: Any, message: Message) -> Message:
     step = memory_step(component)
     if step is not None:
         message.content_blocks = [step, *(message.content_blocks or [])]
+        component.__dict__[STEP_ATTRIBUTE] = (step, step.output)
     return message
 
 

@@ -31,7 +31,9 @@ from langflow_summarizing_agent.engine.settings import (
     SUMMARIZING_N_MESSAGES,
     settings_from,
     settled,
+    whole_number,
 )
+from langflow_summarizing_agent.wiring import long_turn
 from langflow_summarizing_agent.wiring.summary_model import picks_the_agents_own_model
 
 SETTING = {"override_skip": True, "api_editable": True}
@@ -124,6 +126,39 @@ def fold_settings_inputs(words: Words, *, fold_batch_extra: str, budget_extra: s
             **SETTING,
         ),
     ]
+
+
+def model_input_limit_input() -> IntInput:
+    """The Summarizing Agent's Model Input Limit: what one model call of a run may carry (`wiring.long_turn`)."""
+    return IntInput(
+        name="model_input_limit",
+        range_spec=RangeSpec(min=0, max=MAX_WHOLE_NUMBER, step=1, step_type="int"),
+        display_name=FIELD_NAMES["model_input_limit"],
+        info=(
+            "Most tokens the model takes in one call. 0 takes it from the model's profile when it has one. Past 75% "
+            "of it in one call, the turn's earlier tool results are cleared (the newest stay); a call the provider "
+            "still refuses for its length is retried once with less."
+        ),
+        value=0,
+        advanced=True,
+        real_time_refresh=True,
+        **SETTING,
+    )
+
+
+def check_model_input_limit(build_config: Mapping[str, Any], field_name: str | None, field_value: Any) -> None:
+    """Refuse, naming the fields, a Model Input Limit that is no whole number or below the History Token Budget."""
+    values = {
+        name: (build_config.get(name) or {}).get("value") for name in ("model_input_limit", "history_token_budget")
+    }
+    if field_name in values:
+        values[field_name] = field_value
+    limit = whole_number(values["model_input_limit"], "model_input_limit") or 0
+    if limit < 0:
+        msg = f"{FIELD_NAMES['model_input_limit']} must be 0 (from the model's profile) or a number of tokens."
+        raise ValueError(msg)
+    budget = whole_number(values["history_token_budget"], "history_token_budget") or 0
+    long_turn.check_budget(budget, limit or None, FIELD_NAMES["model_input_limit"])
 
 
 def _whole_number(name: str, value: int, info: str) -> IntInput:

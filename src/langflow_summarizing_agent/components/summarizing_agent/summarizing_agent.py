@@ -29,6 +29,7 @@ SUMMARY_FIELDS = (
     "history_token_budget",
     "max_folds_per_turn",
     "summary_timeout",
+    "model_input_limit",
 )
 WORDS = fields.Words(sent="sent", run="turn", count="Number of Chat History Messages", budget_target="per model call")
 
@@ -97,6 +98,7 @@ class SummarizingAgentComponent(AgentComponent):
             fold_batch_extra=", twice as many when the model's provider caches prompts",
             budget_extra=" (later with a provider that caches prompts)",
         ),
+        fields.model_input_limit_input(),
     ]
 
     async def get_memory_data(self) -> list[Message]:
@@ -118,9 +120,10 @@ class SummarizingAgentComponent(AgentComponent):
         return [*super()._get_shared_callbacks(), *agent_turn.usage_callbacks(self)]
 
     def _build_middleware(self, llm: Any, *, allow_interrupts: bool = True) -> list:
-        # With the switch on, an Anthropic model gets cache breakpoints (`wiring.prompt_cache`); the stock Agent none.
+        # With the switch on, the run's calls stay within the model's input limit (`wiring.long_turn`) and an
+        # Anthropic model gets cache breakpoints (`wiring.prompt_cache`); the stock Agent has neither.
         middleware = super()._build_middleware(llm, allow_interrupts=allow_interrupts)
-        return [*middleware, *agent_turn.cache_middleware(self, llm)]
+        return [*middleware, *agent_turn.long_turn_middleware(self, llm), *agent_turn.cache_middleware(self, llm)]
 
     def _build_initial_agent_message(self) -> Message:
         # The reply's first content block is this turn's memory step, shown in the Playground like a tool call.
@@ -129,7 +132,7 @@ class SummarizingAgentComponent(AgentComponent):
     def extract_data(self, result: object) -> object:
         # Langflow sets a Message output's status to its text; the memory report goes after it.
         data = super().extract_data(result)
-        self.status = with_report(self, self.status)
+        self.status = agent_turn.with_long_turn_note(self, with_report(self, self.status))
         return data
 
     # Same signature as AgentComponent's, which already differs from its sync parent.
@@ -145,6 +148,8 @@ class SummarizingAgentComponent(AgentComponent):
             fields.follow_the_switch(build_config, enabled)
         if field_name in (*CHECKED_FIELDS, "pinned_keys", "summarize_older_messages"):
             fields.settle_settings(build_config, field_name, field_value)
+        if field_name in ("model_input_limit", "history_token_budget"):
+            fields.check_model_input_limit(build_config, field_name, field_value)
         for field in SUMMARY_FIELDS:
             if field in build_config:
                 build_config[field]["show"] = enabled
