@@ -29,7 +29,7 @@ from benchmarks.script import Exchange
 from tests.support import provider_servers
 from tests.support.fake_chat_model import parse_fold_prompt
 from tests.support.prompt_caches import anthropic_blocks, openai_blocks, openai_cacheable
-from tests.support.provider_servers import COUNTER, Recorded
+from tests.support.provider_servers import CALCULATOR, COUNTER, Answer, Recorded
 
 
 def _text_blocks(content: Any) -> list[dict[str, Any]]:
@@ -88,24 +88,24 @@ class ScriptedAnswers:
         self.folds = 0
         self.cut_off: set[int] = set()
 
-    def __call__(self, body: dict[str, Any], number: int) -> tuple[str, dict[str, Any] | None, bool]:
+    def __call__(self, body: dict[str, Any], number: int) -> Answer:
         messages = wire_messages(body)
-        if Recorded("", body, {}).is_fold:
+        if Recorded("", body, {}, 0).is_fold:
             fold = parse_fold_prompt(messages)
             answer = scripted_summary(fold.summary, fold.conversation)
             self.folds += 1
             if self.cut_off_every and self.folds % self.cut_off_every == 1 % self.cut_off_every:
                 self.cut_off.add(number)
-                return answer[: len(answer) // 2], None, True
-            return answer, None, False
+                return Answer(answer[: len(answer) // 2], cut_off=True)
+            return Answer(answer)
         last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
         exchange = self.exchanges.get(str(messages[last_human].content)) if last_human >= 0 else None
         if exchange is None:
             return self.served(body, number)
         done = sum(isinstance(m, ToolMessage) for m in messages[last_human:])
         if done < exchange.tool_calls:
-            return "", {"expression": exchange.expression}, False
-        return exchange.reply, None, False
+            return Answer(call=(CALCULATOR, {"expression": exchange.expression}))
+        return Answer(exchange.reply)
 
     @contextmanager
     def serving(self) -> Iterator[ScriptedAnswers]:
