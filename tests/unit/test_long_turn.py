@@ -15,6 +15,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langflow_summarizing_agent.engine.tokens import TokenCounter
+from langflow_summarizing_agent.wiring.fields import check_model_input_limit
 from langflow_summarizing_agent.wiring.long_turn import (
     PROFILE,
     LongTurnMiddleware,
@@ -144,3 +145,15 @@ def test_the_limit_is_read_from_each_providers_refusal() -> None:
     assert limit_in(ContextOverflowError(OPENAI_REFUSAL.format(limit=32_000))) == 32_000
     assert limit_in(ContextOverflowError(ANTHROPIC_REFUSAL.format(limit=32_000))) == 32_000
     assert limit_in(ContextOverflowError("too long")) is None
+
+
+def test_on_the_node_a_history_token_budget_above_model_input_limit_is_refused_naming_both_fields() -> None:
+    build_config = {"model_input_limit": {"value": 0}, "history_token_budget": {"value": 40_000}}
+
+    check_model_input_limit(build_config, "model_input_limit", 50_000)
+    with pytest.raises(
+        ValueError, match=r"History Token Budget \(40000 tokens\) .* 32000 tokens \(Model Input Limit\)"
+    ):
+        check_model_input_limit(build_config, "model_input_limit", 32_000)
+    with pytest.raises(ValueError, match="Model Input Limit must be 0"):
+        check_model_input_limit(build_config, "model_input_limit", -1)
