@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import sqlalchemy as sa
 
 from langflow_summarizing_agent.storage.migrate import sync_database_url
@@ -151,6 +152,13 @@ class ServerChat:
 
     def say(self, session_id: str, text: str, tweaks: dict[str, Any] | None = None) -> str:
         """One turn through `POST /api/v1/run/{flow_id}`, with `tweaks` if given; returns the agent's reply."""
+        response = self.run(session_id, text, tweaks)
+        assert response.status_code == 200, response.text
+        self.state(session_id)
+        return reply_text(response.json())
+
+    def run(self, session_id: str, text: str, tweaks: dict[str, Any] | None = None) -> httpx.Response:
+        """One turn through `POST /api/v1/run/{flow_id}`: the server's answer as it is, a failed turn's too."""
         body: dict[str, Any] = {
             "input_value": text,
             "input_type": "chat",
@@ -160,10 +168,7 @@ class ServerChat:
         if tweaks:
             body["tweaks"] = tweaks
         with self.server.client(api_key=self.api_key) as client:
-            response = client.post(f"/api/v1/run/{self.flow_id}", json=body)
-        assert response.status_code == 200, response.text
-        self.state(session_id)
-        return response.json()["outputs"][0]["outputs"][0]["results"]["message"]["text"]
+            return client.post(f"/api/v1/run/{self.flow_id}", json=body)
 
     def state(self, session_id: str) -> dict[str, Any] | None:
         """The session's state as the API reads it, None when it has none; the read waits for the fold after the
@@ -193,6 +198,11 @@ class ServerChat:
             )
         response.raise_for_status()
         return response.json()
+
+
+def reply_text(run_answer: dict[str, Any]) -> str:
+    """The agent's reply in the answer of `POST /api/v1/run/{flow_id}`."""
+    return run_answer["outputs"][0]["outputs"][0]["results"]["message"]["text"]
 
 
 @contextmanager
