@@ -80,8 +80,9 @@ class Turn:
         return [item for block in reply.get("content_blocks") or [] for item in block.get("contents") or [block]]
 
     def memory_step(self) -> str:
+        """The memory step's text with its lines joined (the step wraps its items at `report.MAX_STEP_LINE`)."""
         [step] = [b["output"] for b in self.stored_blocks() if b.get("name") == MEMORY_STEP_NAME]
-        return str(step)
+        return " ".join(str(step).split())
 
 
 def tool_flow(server: LangflowServer, wire: str, **agent_values: Any) -> ServerChat:

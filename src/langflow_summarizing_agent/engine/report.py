@@ -190,6 +190,11 @@ def _asked(result: CatchUp) -> str:
     return f" (summary model: {result.model})" if result.model else ""
 
 
+def step_item(sentence: str) -> str:
+    """One more item of the memory step, as `memory_step_text` writes its items."""
+    return _markdown((sentence, ()))
+
+
 def _markdown(item: Item) -> str:
     """One item and its details as Markdown list lines, wrapped at `MAX_STEP_LINE`."""
     sentence, details = item

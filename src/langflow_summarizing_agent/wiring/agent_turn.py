@@ -72,6 +72,7 @@ __all__ = [
     "usage_callbacks",
     "with_long_turn_note",
     "with_memory_step",
+    "with_memory_step_in_reply",
 ]
 
 logger = logging.getLogger(__name__)
@@ -91,8 +92,6 @@ PART_ATTRIBUTE = "_summarizing_part"
 """The component attribute that holds what this turn handed the turn runner, for a retry that folds (`long_turn`)."""
 WATCH_ATTRIBUTE = "_summarizing_long_turn"
 """The component attribute that holds what the run did to stay within the model's input limit."""
-STEP_ATTRIBUTE = "_summarizing_memory_step"
-"""The component attribute that holds this turn's memory step, and its text before the run."""
 
 StockHistory = Callable[[], Awaitable[list[Message]]]
 
@@ -238,7 +237,7 @@ def long_turn_middleware(component: Any, llm: object) -> list[Any]:
     counter = (
         kept.turn.counter if kept is not None and kept.turn is not None else counter_for(agent_model_name(component))
     )
-    watch = long_turn.LongTurnWatch(limit, source, changed=functools.partial(_show_long_turn, component))
+    watch = long_turn.LongTurnWatch(limit, source)
     component.__dict__[WATCH_ATTRIBUTE] = watch
     return [long_turn.LongTurnMiddleware(counter, watch, functools.partial(_history_cut, component))]
 
@@ -264,15 +263,6 @@ async def _history_cut(component: Any, messages: list[BaseMessage]) -> list[Base
         return None
     text = render_summary_message(summary, part.settings.pinned_keys, turn.plan.not_summarized)
     return [*([HumanMessage(content=text)] if text else []), *window[-2:], *messages[at:]]
-
-
-def _show_long_turn(component: Any) -> None:
-    """Add what the run did to stay within the limit to the memory step the Playground shows."""
-    shown = component.__dict__.get(STEP_ATTRIBUTE)
-    note = long_turn_note(component)
-    if shown is not None and note:
-        step, text = shown
-        step.output = f"{text}\n- {note}"
 
 
 def long_turn_note(component: Any) -> str | None:
@@ -338,6 +328,9 @@ def memory_step(component: Any) -> ToolContent | None:
         text = report.memory_step_text(kept.turn, kept.pinned_keys, kept.seconds, previous=kept.previous)
     else:
         text = f"Memory: {kept.report}"
+    note = long_turn_note(component)
+    if note:
+        text += report.step_item(note)
     return ToolContent(
         type="tool_use",
         name=MEMORY_STEP_NAME,
@@ -349,12 +342,27 @@ def memory_step(component: Any) -> ToolContent | None:
 
 
 def with_memory_step(component: Any, message: Message) -> Message:
-    """`message` with this turn's memory step as its first content block (no step when the switch is off)."""
+    """`message` with this turn's memory step as its first content block, as it stands now (no step when the switch is
+    off)."""
     step = memory_step(component)
     if step is not None:
-        message.content_blocks = [step, *(message.content_blocks or [])]
-        component.__dict__[STEP_ATTRIBUTE] = (step, step.output)
+        others = [block for block in message.content_blocks or [] if getattr(block, "name", None) != MEMORY_STEP_NAME]
+        message.content_blocks = [step, *others]
     return message
+
+
+def with_memory_step_in_reply(component: Any, message: Message) -> Message:
+    """The agent's reply as it is sent during the run, with this turn's memory step first, except when it is sent
+    first, before it holds anything. Langflow reads that first stored reply back in its v1 shape, where a lone step
+    becomes a group, and the run's tool calls appended after a group are left out of what is stored and shown. From
+    the next send on, the step goes first, with what the run has done to stay within the model's input limit."""
+    if getattr(message, "sender", None) != MESSAGE_SENDER_AI:
+        return message
+    properties = message.properties
+    state = properties.get("state") if isinstance(properties, dict) else getattr(properties, "state", None)
+    if state == "partial" and not message.content_blocks:
+        return message
+    return with_memory_step(component, message)
 
 
 def _scope_of(component: Any) -> Scope | None:

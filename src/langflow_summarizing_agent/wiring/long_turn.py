@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 from langchain.agents.middleware import ContextEditingMiddleware
@@ -83,8 +83,7 @@ def limit_in(error: BaseException) -> int | None:
 
 @dataclass
 class LongTurnWatch:
-    """What the run's calls did to stay within the limit; `changed` is called after each call that cleared results or
-    was retried."""
+    """What the run's calls did to stay within the limit."""
 
     limit: int | None = None
     source: str = ""
@@ -94,7 +93,6 @@ class LongTurnWatch:
     """Tokens of cleared results not sent, over the run's calls."""
     retried: int = 0
     unfit: bool = False
-    changed: Callable[[], None] | None = field(default=None, repr=False)
 
     def note(self) -> str | None:
         """One line for the memory step and the status; None when the run needed nothing."""
@@ -109,10 +107,6 @@ class LongTurnWatch:
                 "a call refused for its length was retried with less" + (" and still did not fit" if self.unfit else "")
             )
         return "; ".join(parts) if parts else None
-
-    def _tell(self) -> None:
-        if self.changed is not None:
-            self.changed()
 
 
 class LongTurnMiddleware(ContextEditingMiddleware):
@@ -148,7 +142,6 @@ class LongTurnMiddleware(ContextEditingMiddleware):
         if trim.cleared:
             self.watch.cleared = trim.cleared
             self.watch.saved_tokens += trim.saved_tokens
-            self.watch._tell()
         return cast("list[AnyMessage]", trim.messages)
 
     def wrap_model_call(
@@ -164,8 +157,8 @@ class LongTurnMiddleware(ContextEditingMiddleware):
         except ContextOverflowError as refused:
             limit = limit_in(refused) or self.watch.limit
             logger.info("Summarizing Agent: a call was refused for its length (%s); retrying once with less", refused)
-        if self.watch.limit is None and limit is not None:
-            # Learnt from the refusal: the run's later calls trim to it.
+        if limit is not None and (self.watch.limit is None or limit < self.watch.limit):
+            # The provider's own limit is the one that holds: the run's later calls trim to it.
             self.watch.limit, self.watch.source = limit, "the provider's refusal"
         self.watch.retried += 1
         retry = await self._fitted(request, limit)
@@ -174,9 +167,7 @@ class LongTurnMiddleware(ContextEditingMiddleware):
         except ContextOverflowError:
             logger.warning("Summarizing Agent: the retried call was refused for its length too; the turn says so")
             self.watch.unfit = True
-            self.watch._tell()
             return AIMessage(content=UNFIT_REPLY.format(limit=f" of {limit} tokens" if limit else ""))
-        self.watch._tell()
         return response
 
     async def _fitted(self, request: ModelRequest[Any], limit: int | None) -> list[AnyMessage]:

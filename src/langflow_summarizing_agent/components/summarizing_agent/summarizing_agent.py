@@ -125,9 +125,10 @@ class SummarizingAgentComponent(AgentComponent):
         middleware = super()._build_middleware(llm, allow_interrupts=allow_interrupts)
         return [*middleware, *agent_turn.long_turn_middleware(self, llm), *agent_turn.cache_middleware(self, llm)]
 
-    def _build_initial_agent_message(self) -> Message:
+    async def send_message(self, message: Message, id_: str | None = None, *, skip_db_update: bool = False) -> Message:
         # The reply's first content block is this turn's memory step, shown in the Playground like a tool call.
-        return agent_turn.with_memory_step(self, super()._build_initial_agent_message())
+        message = agent_turn.with_memory_step_in_reply(self, message)
+        return await super().send_message(message, id_, skip_db_update=skip_db_update)
 
     def extract_data(self, result: object) -> object:
         # Langflow sets a Message output's status to its text; the memory report goes after it.
