@@ -44,6 +44,9 @@ LABELS = {
     "p95_vs_stock": "p95 turn time less the memory path's fixed cost, vs Agent",
     "prefix_fold_share": "folds that read the agent's prefix cached",
     "cut_off_summaries_saved": "summaries saved from no whole fold answer",
+    "answered_share": "turns answered",
+    "over_limit_calls": "calls over the model's input limit",
+    "orphans_refused": "calls refused for a tool message out of order",
 }
 
 
@@ -315,6 +318,28 @@ def suite() -> list[str]:
     return [shown, "", *table(["part", "tests", "time"], rows)]
 
 
+def long_turn(report: dict[str, Any] | None = None) -> list[str]:
+    """The tool-heavy session: a row a run, then the Summarizing Agent's targets."""
+    report = report or load("long_turn")
+    rows = [
+        [
+            m["label"],
+            f"{m['answered']} of {m['turns']}",
+            m["tool_results"],
+            f"{m['largest_call']:,}",
+            m["refused_for_length"],
+            m["orphans_refused"],
+            m["summary_calls"],
+            f"{m['billed_input']:,}",
+        ]
+        for m in report["runs"].values()
+    ]
+    header = ["run", "turns answered", "tool results", "largest call", "refused for length", "refused: orphans"]
+    session = f"{report['pages']} pages of {report['page_tokens']:,} tokens a turn, input limit {report['limit']:,}"
+    shown = table([*header, "summary calls", "billed input"], rows)
+    return [f"{caption(report)[:-1]}; {session}.", "", *shown, "", *targets_table(report)]
+
+
 BLOCKS: dict[str, Callable[[], list[str]]] = {
     "suite": suite,
     "support_session": functools.partial(runs_block, "support_session", beside_road=True),
@@ -325,6 +350,7 @@ BLOCKS: dict[str, Callable[[], list[str]]] = {
     "load": load_results,
     "served_session": served_session,
     "headline": headline,
+    "long_turn": long_turn,
 }
 
 
