@@ -13,6 +13,10 @@ from pathlib import Path
 
 import langflow_summarizing_agent
 
+# lfx imports its components' base first, as Langflow does at start: `lfx.io` imported before it leaves that base
+# half-initialized (lfx's own import cycle), and the names here are resolved in the docs' order.
+importlib.import_module("lfx.custom.custom_component.component")
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = langflow_summarizing_agent.__name__
 DOTTED = re.compile(r"`([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\(\))?`")
