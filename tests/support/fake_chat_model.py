@@ -19,6 +19,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from langchain_core.exceptions import ContextOverflowError
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -186,6 +187,8 @@ class FakeChatModel(BaseChatModel):
     """Reported input tokens are the o200k count times this (a provider whose tokenizer differs)."""
     reported_cached_share: float = -1.0
     """From 0: every answer reports usage as a provider does, input tokens in o200k, this share of them cached."""
+    input_limit: int = 0
+    """From 1: an agent call of more tokens (o200k) is refused for its length, in OpenAI's words."""
     calls: list = Field(default_factory=list)
     tools: list = Field(default_factory=list)
     """The tools bound to each call, in call order."""
@@ -242,6 +245,13 @@ class FakeChatModel(BaseChatModel):
 
     def _answer(self, messages: list) -> str | AIMessage:
         if not is_fold_prompt(messages):
+            tokens = counter_for("gpt-4o-mini").raw_prompt(messages)
+            if self.input_limit and tokens > self.input_limit:
+                msg = (
+                    f"This model's maximum context length is {self.input_limit} tokens. However, your messages "
+                    f"resulted in {tokens} tokens. Please reduce the length of the messages."
+                )
+                raise ContextOverflowError(msg)
             return self._agent_answer(messages)
         if self.fail_folds:
             raise RuntimeError(FAILED_FOLD)
