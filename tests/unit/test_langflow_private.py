@@ -54,7 +54,6 @@ def test_every_private_method_a_component_overrides_is_checked() -> None:
     assert {
         "SummarizingAgentComponent._get_shared_callbacks",
         "SummarizingAgentComponent._build_middleware",
-        "SummarizingAgentComponent._build_initial_agent_message",
     } <= checked
     assert sorted(langflow_private.OWN_HELPERS - {f"{c.__name__}.{n}" for c in COMPONENTS for n in vars(c)}) == []
 
