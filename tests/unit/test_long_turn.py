@@ -52,14 +52,14 @@ def request(messages: list[BaseMessage]) -> ModelRequest[Any]:
 class Provider:
     """Answers a call of at most `limit` tokens, refuses a longer one as `ChatOpenAI` does; records what it was sent."""
 
-    def __init__(self, limit: int, refusal: str = OPENAI_REFUSAL) -> None:
-        self.limit, self.refusal = limit, refusal
+    def __init__(self, limit: int, refusal: str = OPENAI_REFUSAL, scale: float = 1.0) -> None:
+        self.limit, self.refusal, self.scale = limit, refusal, scale
         self.sent: list[list[BaseMessage]] = []
 
     async def __call__(self, request: ModelRequest[Any]) -> ModelResponse[Any]:
         self.sent.append(list(request.messages))
         assert request.system_message is not None
-        if COUNTER.prompt([request.system_message, *request.messages]) > self.limit:
+        if COUNTER.prompt([request.system_message, *request.messages]) * self.scale > self.limit:
             raise ContextOverflowError(self.refusal.format(limit=self.limit))
         return ModelResponse(result=[AIMessage(content="answered")])
 
@@ -157,3 +157,37 @@ def test_on_the_node_a_history_token_budget_above_model_input_limit_is_refused_n
         check_model_input_limit(build_config, "model_input_limit", 32_000)
     with pytest.raises(ValueError, match="Model Input Limit must be 0"):
         check_model_input_limit(build_config, "model_input_limit", -1)
+
+
+def test_a_refused_call_that_this_counter_counts_under_the_limit_is_retried_with_the_history_cut() -> None:
+    """The provider counts 40% more than this counter: the request fits by this count, and is refused."""
+    history = [HumanMessage(content="old " * 4_400), AIMessage(content="old answer")] * 2
+    cuts: list[list[BaseMessage]] = []
+
+    async def history_cut(messages: list[BaseMessage]) -> list[BaseMessage]:
+        cuts.append(messages)
+        return messages[2:]
+
+    provider = Provider(limit=12_000, scale=1.4)
+    watch = LongTurnWatch(limit=12_000, source="Model Input Limit")
+
+    response = asyncio.run(
+        LongTurnMiddleware(COUNTER, watch, history_cut).awrap_model_call(request(run(0, history=history)), provider)
+    )
+
+    assert isinstance(response, ModelResponse), response
+    assert len(cuts) == 1 and provider.sent[1] == cuts[0][2:]
+
+
+def test_after_a_refusal_the_runs_later_calls_keep_below_what_was_refused() -> None:
+    """The provider counts 65% more and names the limit the run already keeps to: the next call, under the trim
+    threshold by this counter, would be refused again if the run kept that limit."""
+    provider = Provider(limit=12_000, scale=1.65)
+    watch = LongTurnWatch(limit=12_000, source="Model Input Limit")
+    middleware = LongTurnMiddleware(COUNTER, watch)
+
+    asyncio.run(middleware.awrap_model_call(request(run(6, size=1_200)), provider))
+    asyncio.run(middleware.awrap_model_call(request(run(7, size=1_200)), provider))
+
+    assert len(provider.sent) == 3, "refused, retried, then the next call within the lowered limit"
+    assert watch.limit is not None and watch.limit < 12_000 and watch.retried == 1

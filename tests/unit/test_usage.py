@@ -69,3 +69,17 @@ def test_caching_applies_once_the_provider_reports_cached_tokens_or_by_provider(
 def test_the_scale_corrects_what_the_plan_counts():
     counter = counter_for("claude-sonnet-4-5")
     assert counter.scaled(1.2).text("hello " * 100) == -(-counter.text("hello " * 100) * 12 // 10)
+
+
+def test_a_call_refused_by_the_provider_is_no_prompt_for_the_fold_after_the_reply():
+    observer = UsageObserver(
+        ("flow", "owner", "session", ""), counter_for("gpt-4o-mini"), "gpt-4o-mini", SessionUsage()
+    )
+    call(observer, 100)
+    answered = observer.last_call
+    run_id = uuid.uuid4()
+
+    observer.on_chat_model_start({}, [[*PROMPT, HumanMessage(content="long")]], run_id=run_id)
+    observer.on_llm_error(ValueError("prompt is too long"), run_id=run_id)
+
+    assert answered is not None and observer.last_call is None

@@ -9,10 +9,11 @@ changes.
 
 The rule is LangChain's `ClearToolUsesEdit` (oldest first, the newest kept, a marker in `response_metadata`), with a
 step. `ClearToolUsesEdit` reclaims a fixed number of tokens on every call past its trigger, so a long run still grows
-past the window, and the cleared results change on every call. Here a trim frees at least `TRIM_AT - TRIM_TO` of the
-input limit at once; the calls after it add new results to an unchanged start, which the provider's prompt cache
-reads, until the run passes `TRIM_AT` again. The rule is replayed from the run's first call on every call, so each call
-clears what the calls before it cleared, and no state is kept between calls.
+past the window, and the cleared results change on every call. Here a trim frees up to `TRIM_AT - TRIM_TO` of the
+input limit at once (as far as older results go); the calls after it add new results to an unchanged start, which
+the provider's prompt cache reads, until the run passes `TRIM_AT` again. The rule is replayed from the run's first
+call on every call, so each call clears what the calls before it cleared at the same limit, and no state is kept
+between calls (a call refused for its length lowers the limit for the calls after it: `wiring.long_turn`).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ TRIM_AT = 0.75
 """A model call that would carry more than this share of the input limit clears older tool results first. The rest
 holds the reply and the newest result: one call adds one answer and its results."""
 TRIM_TO = 0.40
-"""What a trim clears down to: each trim frees at least 35% of the input limit, so the prompt cache breaks once per
-that many tokens of new results, not on every call."""
+"""What a trim clears down to: a trim frees up to 35% of the input limit, so the prompt cache breaks once per that many
+tokens of new results, not on every call."""
 STRATEGY = "summarizing_agent_clear_tool_results"
 """The marker set in a cleared result's `response_metadata["context_editing"]["strategy"]`."""
 

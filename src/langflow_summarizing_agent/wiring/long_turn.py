@@ -29,7 +29,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from langflow_summarizing_agent.engine.settings import FIELD_NAMES
 from langflow_summarizing_agent.engine.tokens import TokenCounter
-from langflow_summarizing_agent.engine.tool_results import Count, clear_all_but_newest, trim_tool_results
+from langflow_summarizing_agent.engine.tool_results import TRIM_AT, Count, clear_all_but_newest, trim_tool_results
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +41,9 @@ LIMIT_IN_ERROR = (
 )
 """The input limit in OpenAI's and Anthropic's refusals for length."""
 UNFIT_REPLY = (
-    "I could not answer: this turn does not fit the model's input limit{limit}, even with earlier tool results "
-    "cleared and the history shortened to the summary and the newest exchange. Ask for less at once, or use a tool "
-    "that returns shorter results."
+    "I could not answer: this turn does not fit the model's input limit{limit}, even retried with less (earlier tool "
+    "results cleared, and the history down to the summary and the newest exchange where its fold succeeded). Ask "
+    "for less at once, or use a tool that returns shorter results."
 )
 
 HistoryCut = Callable[[list[BaseMessage]], Awaitable[list[BaseMessage] | None]]
@@ -65,9 +65,10 @@ def check_budget(history_token_budget: int, limit: int | None, source: str) -> N
     """Refuse a History Token Budget the model cannot take in one call."""
     if limit is not None and history_token_budget > limit:
         budget = FIELD_NAMES["history_token_budget"]
+        other = f", or set {FIELD_NAMES['model_input_limit']}" if source == PROFILE else ""
         msg = (
             f"{budget} ({history_token_budget} tokens) is more than the model's input limit of {limit} tokens "
-            f"({source}). Lower {budget} to at most {limit}."
+            f"({source}). Lower {budget} to at most {limit}{other}."
         )
         raise ValueError(msg)
 
@@ -100,7 +101,8 @@ class LongTurnWatch:
         if self.cleared:
             parts.append(
                 f"{self.cleared} earlier tool result{'s' if self.cleared != 1 else ''} cleared to stay within the "
-                f"model's input limit of {self.limit} tokens ({self.source}), {self.saved_tokens} tokens not sent"
+                f"model's input limit of {self.limit} tokens ({self.source}), {self.saved_tokens} tokens not sent over "
+                "the turn's model calls"
             )
         if self.retried:
             parts.append(
@@ -152,13 +154,17 @@ class LongTurnMiddleware(ContextEditingMiddleware):
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelResponse[Any] | AIMessage:
+        sent = self._trimmed(request)
         try:
-            return await handler(request.override(messages=self._trimmed(request)))
+            return await handler(request.override(messages=sent))
         except ContextOverflowError as refused:
-            limit = limit_in(refused) or self.watch.limit
+            named = limit_in(refused)
             logger.info("Summarizing Agent: a call was refused for its length (%s); retrying once with less", refused)
-        if limit is not None and (self.watch.limit is None or limit < self.watch.limit):
-            # The provider's own limit is the one that holds: the run's later calls trim to it.
+        # The run's later calls keep below what was refused, as this counter counts it: the provider may count more,
+        # or name its whole context window (the reply's room included).
+        known = [n for n in (named, self.watch.limit, self._count(request)(sent) - 1) if n is not None]
+        limit = min(known)
+        if self.watch.limit is None or limit < self.watch.limit:
             self.watch.limit, self.watch.source = limit, "the provider's refusal"
         self.watch.retried += 1
         retry = await self._fitted(request, limit)
@@ -167,18 +173,18 @@ class LongTurnMiddleware(ContextEditingMiddleware):
         except ContextOverflowError:
             logger.warning("Summarizing Agent: the retried call was refused for its length too; the turn says so")
             self.watch.unfit = True
-            return AIMessage(content=UNFIT_REPLY.format(limit=f" of {limit} tokens" if limit else ""))
+            return AIMessage(content=UNFIT_REPLY.format(limit=f" of {named} tokens" if named else ""))
         return response
 
-    async def _fitted(self, request: ModelRequest[Any], limit: int | None) -> list[AnyMessage]:
-        """The refused call's messages with every tool result cleared but the newest; then, when they still do not fit
-        (or the limit is unknown), the history shortened (`HistoryCut`)."""
+    async def _fitted(self, request: ModelRequest[Any], limit: int) -> list[AnyMessage]:
+        """The refused call's messages with every tool result cleared but the newest; then, unless that cleared some
+        and brought the call under the trim threshold, the history shortened (`HistoryCut`)."""
         count = self._count(request)
         trim = clear_all_but_newest(request.messages, count)
         if trim.cleared:
             self.watch.cleared = max(self.watch.cleared, trim.cleared)
             self.watch.saved_tokens += trim.saved_tokens
-        if (limit is not None and trim.tokens <= limit) or self.history_cut is None:
+        if (trim.cleared and trim.tokens <= int(limit * TRIM_AT)) or self.history_cut is None:
             return cast("list[AnyMessage]", trim.messages)
         shortened = await self.history_cut(trim.messages)
         return cast("list[AnyMessage]", shortened if shortened is not None else trim.messages)

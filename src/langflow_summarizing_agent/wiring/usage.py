@@ -135,7 +135,9 @@ class UsageObserver(BaseCallbackHandler):
         self.usage.observe(self.key, counted=self.counter.raw_prompt(call.messages, call.tools), reported=reported)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._pending.pop(run_id, None)
+        # A refused call is no prompt to fold on: the provider would refuse the fold that repeats it.
+        if self._pending.pop(run_id, None) is self.last_call:
+            self.last_call = None
 
 
 def _usage_of(response: LLMResult) -> dict[str, Any] | None:
