@@ -18,7 +18,6 @@ Prints the table and targets; writes `long_turn.json` to `--out`.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -176,10 +175,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     head = {"name": "long_turn", "command": command, "commit": commit(), "backend": "sqlite"}
     session = {"pages": args.pages, "page_tokens": args.page_tokens, "limit": args.limit}
     report = head | session | report
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "long_turn.json"
-    path.write_text(json.dumps(report, indent=1) + "\n")
-    print(*tables.long_turn(report), f"\nWrote {path}", sep="\n")
+    tables.save(args.out, report, tables.long_turn(report))
     return report
 
 

@@ -325,10 +325,7 @@ def write(args: argparse.Namespace, session: list[Exchange], report: dict[str, A
     command = " ".join(["python -m benchmarks.served_session", *sys.argv[1:]])
     head = {"name": "served_session", "command": command, "commit": commit(), "backend": "sqlite"}
     report = head | {"exchanges": len(session)} | report
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "served_session.json"
-    path.write_text(json.dumps(report, indent=1) + "\n")
-    print(*tables.served_session(report), f"\nWrote {path}", sep="\n")
+    tables.save(args.out, report, tables.served_session(report))
     return report
 
 

@@ -14,6 +14,7 @@ import operator
 import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from benchmarks.revision import ROOT
@@ -67,6 +68,14 @@ def table(header: list[str], rows: list[list[Any]]) -> list[str]:
 def load(name: str, required: bool = True) -> dict[str, Any]:
     path = RESULTS / f"{name}.json"
     return json.loads(path.read_text()) if required or path.exists() else {}
+
+
+def save(out: Path, report: dict[str, Any], shown: list[str]) -> None:
+    """Writes `report` to `out` as `<its name>.json`, and prints `shown`, its tables."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{report['name']}.json"
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    print(*shown, f"\nWrote {path}", sep="\n")
 
 
 def caption(*reports: dict[str, Any]) -> str:

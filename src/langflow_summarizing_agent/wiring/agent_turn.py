@@ -29,7 +29,6 @@ from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX, render_summary_message
 from langflow_summarizing_agent.engine.records import Scope, StoredMessage, utcnow
 from langflow_summarizing_agent.engine.settings import (
-    FIELD_NAMES,
     WHOLE_NUMBER_FIELDS,
     FoldSettings,
     settings_from,
@@ -226,10 +225,7 @@ def long_turn_middleware(component: Any, llm: object) -> list[Any]:
     on; none with it off. Refuses a History Token Budget above the limit."""
     if not setting(component, "summarize_older_messages"):
         return []
-    given = whole_number(setting(component, "model_input_limit"), "model_input_limit")
-    if given is not None and given < 0:
-        msg = f"{FIELD_NAMES['model_input_limit']} must be 0 (from the model's profile) or a number of tokens."
-        raise ValueError(msg)
+    given = long_turn.model_input_limit(setting(component, "model_input_limit"))
     limit, source = long_turn.input_limit(given, llm)
     budget = whole_number(setting(component, "history_token_budget"), "history_token_budget") or 0
     long_turn.check_budget(budget, limit, source)

@@ -153,10 +153,7 @@ def check_model_input_limit(build_config: Mapping[str, Any], field_name: str | N
     }
     if field_name in values:
         values[field_name] = field_value
-    limit = whole_number(values["model_input_limit"], "model_input_limit") or 0
-    if limit < 0:
-        msg = f"{FIELD_NAMES['model_input_limit']} must be 0 (from the model's profile) or a number of tokens."
-        raise ValueError(msg)
+    limit = long_turn.model_input_limit(values["model_input_limit"])
     budget = whole_number(values["history_token_budget"], "history_token_budget") or 0
     long_turn.check_budget(budget, limit or None, FIELD_NAMES["model_input_limit"])
 

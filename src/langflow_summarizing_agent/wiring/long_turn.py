@@ -27,7 +27,7 @@ from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from langflow_summarizing_agent.engine.settings import FIELD_NAMES
+from langflow_summarizing_agent.engine.settings import FIELD_NAMES, whole_number
 from langflow_summarizing_agent.engine.tokens import TokenCounter
 from langflow_summarizing_agent.engine.tool_results import TRIM_AT, Count, clear_all_but_newest, trim_tool_results
 
@@ -49,6 +49,15 @@ UNFIT_REPLY = (
 HistoryCut = Callable[[list[BaseMessage]], Awaitable[list[BaseMessage] | None]]
 """The messages of a call with the history shortened to the summary and the newest exchange, what it leaves out
 folded into the summary; None when nothing can be left out or the fold failed."""
+
+
+def model_input_limit(value: Any) -> int:
+    """Model Input Limit as a number of tokens, 0 when empty (the model's profile); ValueError naming the field."""
+    limit = whole_number(value, "model_input_limit") or 0
+    if limit < 0:
+        msg = f"{FIELD_NAMES['model_input_limit']} must be 0 (from the model's profile) or a number of tokens."
+        raise ValueError(msg)
+    return limit
 
 
 def input_limit(given: int | None, model: object) -> tuple[int | None, str]:
