@@ -36,9 +36,9 @@ async def test_the_flow_check_leaves_no_transaction_open_for_the_wait_that_follo
 
     user, flow_id = await _owner_and_flow()
     async with session_scope() as session:
-        await api._ensure_flow_or_404(session, flow_id, user, write=write)
+        await api.ensure_flow_or_404(session, flow_id, user, write=write)
         assert not session.in_transaction(), "the request's connection stays taken while the read waits"
         with pytest.raises(HTTPException) as missing:
-            await api._ensure_flow_or_404(session, uuid.uuid4(), user, write=write)
+            await api.ensure_flow_or_404(session, uuid.uuid4(), user, write=write)
         assert missing.value.status_code == 404
         assert not session.in_transaction()

@@ -12,8 +12,18 @@ from uuid import UUID, uuid4
 
 from langchain_core.messages import BaseMessage
 
-from langflow_summarizing_agent.engine.records import NO_CONTEXT, Cursor, Role, Scope, StoredMessage, Summary, utcnow
+from langflow_summarizing_agent.engine.records import (
+    NO_CONTEXT,
+    Change,
+    Cursor,
+    Role,
+    Scope,
+    StoredMessage,
+    Summary,
+    utcnow,
+)
 from langflow_summarizing_agent.engine.store import HeldScopes
+from langflow_summarizing_agent.storage.versions import versions_kept
 from tests.support.fake_chat_model import FakeChatModel
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -45,6 +55,8 @@ class InMemoryDatabase:
         self.contexts: dict[str, str | None] = {}
         self.errors: set[str] = set()
         self.rows: dict[tuple[str, str, str, str], Summary] = {}
+        self.versions: dict[str, list[tuple[Summary, Change]]] = {}
+        """Per row id, the summaries saved with a `Change`, oldest first: what `storage.versions` keeps."""
         self.fold_marks: dict[tuple[str, str, str, str], datetime] = {}
         """When a fold was queued for a row's scope (`SessionStore.mark_fold_queued`), until it ends."""
         self.saves = 0
@@ -145,16 +157,18 @@ class InMemorySessionStore:
         summary = self.database.rows.get(self._row_key)
         if summary is None:
             return Summary()
-        return summary if self._is_current(summary.cursor) else summary.emptied()
+        seeded = summary.cursor is None and summary.edited
+        return summary if seeded or self._is_current(summary.cursor) else summary.emptied()
 
     async def load_turn(self, limit: int) -> tuple[Summary, list[StoredMessage]]:
         summary = await self.load()
         return summary, await self.messages(limit=limit, after=summary.cursor, newest=True)
 
-    async def save(self, summary: Summary) -> Summary | None:
+    async def save(self, summary: Summary, change: Change | None = None) -> Summary | None:
         if summary.version < 0:
             raise ValueError(f"a summary's version is 0 (nothing stored) or a stored version, got {summary.version}")
-        if not self._resolved or not self._is_current(summary.cursor):
+        by_user = change is not None and change.kind != "fold" and summary.cursor is None
+        if not self._resolved or not (by_user or self._is_current(summary.cursor)):
             return None
         current = self.database.rows.get(self._row_key)
         if summary.version == 0:
@@ -170,6 +184,12 @@ class InMemorySessionStore:
         )
         self.database.rows[self._row_key] = saved
         self.database.saves += 1
+        if change is not None and row_id is not None and versions_kept():
+            kept = self.database.versions.setdefault(row_id, [])
+            if current is not None and not kept:
+                kept.append((current, Change(kind="fold")))
+            kept.append((saved, change))
+            del kept[: max(len(kept) - versions_kept(), 0)]
         return saved
 
     async def messages(

@@ -31,6 +31,7 @@ SETTING_MODULES = [
     "langflow_summarizing_agent.engine.prompt",
     "langflow_summarizing_agent.engine.tokens",
     "langflow_summarizing_agent.engine.tool_results",
+    "langflow_summarizing_agent.storage.versions",
     "langflow_summarizing_agent.wiring.timing",
 ]
 

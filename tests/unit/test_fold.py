@@ -12,7 +12,7 @@ import pytest
 from langflow_summarizing_agent.engine.fold import SaveFailures
 from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND, COMPACT_REPLY_PREFIX
 from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
-from langflow_summarizing_agent.engine.records import Summary, utcnow
+from langflow_summarizing_agent.engine.records import Change, Summary, utcnow
 from langflow_summarizing_agent.engine.report import problems
 from langflow_summarizing_agent.engine.settings import FoldSettings, settings_from
 from langflow_summarizing_agent.engine.tokens import CUT_MARKER, ESTIMATE, counter_for
@@ -157,14 +157,14 @@ async def test_a_failing_summarizer_backs_off_instead_of_failing_every_turn():
 class SaveFailingStore(InMemoryStore):
     """A store that reads but cannot write, as a read-only replica or a locked database file."""
 
-    async def save(self, summary: Summary) -> Summary | None:
+    async def save(self, summary: Summary, change: Change | None = None) -> Summary | None:
         raise OSError("database is locked")
 
 
 class LostSaveUnreadableStore(InMemoryStore):
     """A store where another run saved first, and the summary it saved cannot be read back."""
 
-    async def save(self, summary: Summary) -> Summary | None:
+    async def save(self, summary: Summary, change: Change | None = None) -> Summary | None:
         self.lost = True
         return None
 
@@ -179,11 +179,11 @@ class OneSaveFailsStore(InMemoryStore):
 
     fail_next_save = False
 
-    async def save(self, summary: Summary) -> Summary | None:
+    async def save(self, summary: Summary, change: Change | None = None) -> Summary | None:
         if self.fail_next_save:
             self.fail_next_save = False
             raise OSError("database is locked")
-        return await super().save(summary)
+        return await super().save(summary, change)
 
 
 async def test_a_failed_save_is_not_retried_at_once_by_another_worker():

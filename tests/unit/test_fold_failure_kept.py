@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from langflow_summarizing_agent.engine.fold import FAILURE_CHARS, PINNED_SHOWN_AS, SaveFailures
-from langflow_summarizing_agent.engine.records import Summary
+from langflow_summarizing_agent.engine.records import Change, Summary
 from langflow_summarizing_agent.engine.report import memory_step_text, problems
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.turn import fold_if_due, read_and_plan
@@ -57,13 +57,13 @@ class SaveFailsWithItsStatement(InMemoryStore):
 
     failed = False
 
-    async def save(self, summary: Summary) -> Summary | None:
+    async def save(self, summary: Summary, change: Change | None = None) -> Summary | None:
         if not self.failed and summary.text:
             self.failed = True
             statement = "[SQL: UPDATE session_memory_state SET summary=?]"
             msg = f"database is locked\n{statement}\n[parameters: ({summary.text!r},)]"
             raise OSError(msg)
-        return await super().save(summary)
+        return await super().save(summary, change)
 
 
 async def test_a_failed_save_keeps_only_the_first_line_of_its_error() -> None:

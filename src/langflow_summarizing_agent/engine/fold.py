@@ -38,7 +38,7 @@ from langflow_summarizing_agent.engine.prompt import (
     merge_pinned,
     parse_fold_output,
 )
-from langflow_summarizing_agent.engine.records import StoredMessage, Summary
+from langflow_summarizing_agent.engine.records import Change, StoredMessage, Summary
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import SessionStore
 
@@ -145,7 +145,8 @@ async def catch_up(
     """
     started = time.monotonic()
     folds = await _summarize(read, plan, settings, summarizer, now, prefix)
-    saved = await _save(store, read.summary, _summary_to_save(read.summary, folds, settings, now), failures, now)
+    to_save = _summary_to_save(read.summary, folds, settings, now)
+    saved = await _save(store, read.summary, to_save, failures, now, _change(read.summary, to_save, folds))
     return CatchUp(
         summary=saved.summary,
         folded=folds.folded if saved.is_this_fold else 0,
@@ -176,6 +177,7 @@ class _Folds:
     folded: int = 0
     calls: int = 0
     input_tokens: int = 0
+    output_tokens: int = 0
     on_prefix: int = 0
     problems: tuple[str, ...] = ()
     """The failed fold that ended the catch-up, if one did."""
@@ -256,7 +258,12 @@ def _counted(folds: _Folds, prompt: list[BaseMessage], settings: FoldSettings, *
 def _folded(folds: _Folds, batch: Sequence[StoredMessage], answer: str, settings: FoldSettings) -> _Folds:
     proposed_pinned, text = parse_fold_output(answer)
     summary = _folded_into(folds.summary, batch, proposed_pinned, text, settings)
-    return replace(folds, summary=summary, folded=folds.folded + len(batch))
+    return replace(
+        folds,
+        summary=summary,
+        folded=folds.folded + len(batch),
+        output_tokens=folds.output_tokens + settings.counter.text(answer),
+    )
 
 
 def _failed(folds: _Folds, reason: str | None, exc: Exception) -> _Folds:
@@ -346,12 +353,32 @@ class _Saved:
     problems: tuple[str, ...] = ()
 
 
+def _change(read_summary: Summary, summary: Summary, folds: _Folds) -> Change | None:
+    """The fold as the version it makes: what it folded and cost; None when it folded nothing (a back-off)."""
+    if not folds.folded:
+        return None
+    tokens = (summary.folded_tokens or 0) - (read_summary.folded_tokens or 0)
+    return Change(
+        kind="fold",
+        calls=folds.calls,
+        input_tokens=folds.input_tokens,
+        output_tokens=folds.output_tokens,
+        messages=folds.folded,
+        tokens=max(tokens, 0),
+    )
+
+
 async def _save(
-    store: SessionStore, read_summary: Summary, summary: Summary, failures: SaveFailures, now: Callable[[], datetime]
+    store: SessionStore,
+    read_summary: Summary,
+    summary: Summary,
+    failures: SaveFailures,
+    now: Callable[[], datetime],
+    change: Change | None,
 ) -> _Saved:
     """One compare-and-swap save of `summary` against `read_summary`: saved, lost to another run, or failed."""
     try:
-        saved = await store.save(summary)
+        saved = await store.save(summary, change)
     except Exception as exc:  # noqa: BLE001 - a store that cannot save must leave the turn running
         return await _save_failed(store, read_summary, exc, failures, now())
     if saved is None:

@@ -80,6 +80,10 @@ class Summary:
     in the UI, so it never holds summary text nor a pinned value."""
     updated_at: datetime | None = None
     row_id: str | None = None
+    edited_at: datetime | None = None
+    """When a user last wrote the summary or its pinned facts (an edit, a seed or a rollback); None if never."""
+    edited_by: str | None = None
+    """Who did: the Langflow user's id."""
 
     def covers(self, message: StoredMessage) -> bool:
         """True when `message` is at or before the cursor, that is already folded."""
@@ -88,6 +92,41 @@ class Summary:
     def emptied(self) -> Summary:
         """A summary with nothing folded that a save can still compare-and-swap against this one's row."""
         return Summary(version=self.version, row_id=self.row_id, updated_at=self.updated_at)
+
+    @property
+    def edited(self) -> bool:
+        """True when a user wrote this summary or its pinned facts (an edit, a seed or a rollback)."""
+        return self.edited_at is not None
+
+
+ChangeKind = Literal["fold", "edit", "seed", "rollback"]
+CHANGE_KINDS: tuple[ChangeKind, ...] = ("fold", "edit", "seed", "rollback")
+
+
+@dataclass(frozen=True)
+class Change:
+    """What made a saved summary: a catch-up's folds, with what they cost, or a user's edit, seed or rollback.
+
+    A save given a change keeps the summary it stores as a version (`storage.versions`); a save without one (the
+    back-off of a failed fold) keeps none."""
+
+    kind: ChangeKind
+    by: str | None = None
+    """The user who edited, seeded or rolled back; None for a fold."""
+    calls: int = 0
+    """Summary calls the folds made."""
+    input_tokens: int = 0
+    """Tokens of the fold prompts, as the turn's counter counts them."""
+    output_tokens: int = 0
+    """Tokens of the summary model's answers, counted the same way."""
+    cached_tokens: int | None = None
+    """Of the input tokens, those the provider reported read from its prompt cache; None when it reported none."""
+    messages: int = 0
+    """Messages folded."""
+    tokens: int = 0
+    """Tokens of the messages folded."""
+    rolled_back_to: int | None = None
+    """The version a rollback restored."""
 
 
 ScopeKey = tuple[str, str, str, str]

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from langflow_summarizing_agent.engine.fold import CatchUp
 from langflow_summarizing_agent.engine.plan import COMPACT_FAILED_PREFIX, COMPACT_REPLY_PREFIX
-from langflow_summarizing_agent.engine.records import utcnow
+from langflow_summarizing_agent.engine.records import Summary, utcnow
 from langflow_summarizing_agent.engine.turn import Turn
 
 BUSY_NOTE = "A fold of this session is running; this turn used the previous summary"
@@ -106,8 +106,9 @@ def memory_step_text(
     now: datetime | None = None,
     previous: CatchUp | None = None,
 ) -> str:
-    """The Playground's memory step, a Markdown list: counts, token estimates, pinned key names, the folds with the
-    model that made them, and why a fold failed, each line at most `MAX_STEP_LINE` characters."""
+    """The Playground's memory step, a Markdown list: counts, the memory version sent and when a user last edited it,
+    token estimates, pinned key names, the folds with the model that made them, and why a fold failed, each line at
+    most `MAX_STEP_LINE` characters."""
     summary = turn.summary
     previous = previous_of(turn, previous)
     folds = [
@@ -135,6 +136,8 @@ def memory_step_text(
         why = (summary.fold_failure,) if summary.fold_failure and not told else ()
         next_try = _next_try(summary.retry_after, now or utcnow())
         items.append((f"fold failed {_times(summary.failed_folds)}; next try {next_try}", why))
+    if summary.version:
+        items.append((_version(summary), ()))
     items.append((_tokens_sent(turn), ()))
     return "Memory:\n" + "".join(_markdown(item) for item in items)
 
@@ -258,6 +261,12 @@ def _capitalized(text: str) -> str:
 
 def _earlier(count: int) -> str:
     return counted(count, "earlier message")
+
+
+def _version(summary: Summary) -> str:
+    """Which version of the session's memory the turn sent, and when a user last edited it."""
+    edited = "" if summary.edited_at is None else f", edited by a user {summary.edited_at:%Y-%m-%d %H:%M} UTC"
+    return f"memory version {summary.version}{edited}"
 
 
 def _times(count: int) -> str:

@@ -12,7 +12,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from typing import Protocol
 
-from langflow_summarizing_agent.engine.records import Cursor, Scope, StoredMessage, Summary
+from langflow_summarizing_agent.engine.records import Change, Cursor, Scope, StoredMessage, Summary
 
 
 class SessionStore(Protocol):
@@ -50,9 +50,10 @@ class SessionStore(Protocol):
         """How many messages lie after `after` and before `before`."""
         ...
 
-    async def save(self, summary: Summary) -> Summary | None:
+    async def save(self, summary: Summary, change: Change | None = None) -> Summary | None:
         """Store `summary` if the stored row is still the one it was read from (`row_id`, `version`); the summary
-        as stored (its new version), or None when the save lost.
+        as stored (its new version), or None when the save lost. With `change` (what made the summary), the summary
+        saved is kept as a version of the session's memory.
 
         Version 0 (nothing read) inserts version 1; otherwise a compare-and-swap that bumps the version. It loses
         when another writer saved first, when the row was reset or purged since, or when the session no longer

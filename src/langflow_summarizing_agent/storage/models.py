@@ -1,4 +1,5 @@
-"""The `session_memory_state` table: one row per session scope, holding its summary.
+"""The `session_memory_state` table: one row per session scope, holding its summary; and `session_memory_version`:
+the summaries a row held, newest `versions.DEFAULT_VERSIONS_KEPT` per row, each with what made it.
 
 The model lives in its own SQLModel registry, so its table is not in Langflow's `SQLModel.metadata`: Langflow
 refuses to start when its metadata holds a table its own migrations do not create. This package's Alembic
@@ -17,6 +18,8 @@ from sqlmodel import Field, SQLModel
 from langflow_summarizing_agent.engine.records import NO_CONTEXT, utcnow
 
 TABLE_NAME = "session_memory_state"
+VERSION_TABLE_NAME = "session_memory_version"
+VERSION_CONSTRAINT = "uq_session_memory_version"
 SCOPE_CONSTRAINT = "uq_session_memory_state_scope"
 SCOPE_COLUMNS = ("flow_id", "user_id", "session_id", "context_id")
 
@@ -66,5 +69,41 @@ class SessionMemoryStateTable(Base, table=True):
     """Why the last fold failed, until a fold succeeds; NULL in a row stored before it was kept."""
     fold_queued_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
     """When a catch-up after the reply was queued for the scope, until it ends: the API's reads in any worker wait."""
+    edited_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
+    """When a user last wrote the summary or its pinned facts (edit, seed, rollback); NULL if never."""
+    edited_by: UUID | None = Field(default=None, sa_column=Column(Uuid, nullable=True))
     created_at: datetime = Field(default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))
     updated_at: datetime = Field(default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))
+
+
+class SessionMemoryVersionTable(Base, table=True):
+    """One summary a `session_memory_state` row held (its `version`), with the change that made it: a fold and what
+    it cost, or a user's edit, seed or rollback. Deleted with its row; the oldest beyond the number kept are deleted
+    as new ones come."""
+
+    __tablename__ = VERSION_TABLE_NAME
+    __table_args__ = (UniqueConstraint("summary_id", "version", name=VERSION_CONSTRAINT),)
+
+    id: UUID = Field(default_factory=uuid4, primary_key=True)
+    summary_id: UUID = Field(nullable=False)
+    """The `session_memory_state` row."""
+    version: int = Field(sa_column=Column(Integer, nullable=False))
+    summary: str = Field(default="", sa_column=Column(Text, nullable=False))
+    pinned: dict[str, str] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    cursor_message_id: UUID | None = Field(default=None, sa_column=Column(Uuid, nullable=True))
+    cursor_timestamp: datetime | None = Field(default=None, sa_column=Column(DateTime(), nullable=True))
+    folded_count: int = Field(default=0, sa_column=Column(Integer, nullable=False))
+    folded_tokens: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    summary_model: str | None = Field(default=None, sa_column=Column(String, nullable=True))
+    change: str = Field(sa_column=Column(String, nullable=False))
+    """fold, edit, seed or rollback; `recorded` for a summary stored before versions were kept."""
+    changed_by: UUID | None = Field(default=None, sa_column=Column(Uuid, nullable=True))
+    fold_calls: int = Field(default=0, sa_column=Column(Integer, nullable=False))
+    fold_input_tokens: int = Field(default=0, sa_column=Column(Integer, nullable=False))
+    fold_output_tokens: int = Field(default=0, sa_column=Column(Integer, nullable=False))
+    fold_cached_tokens: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    folded_messages: int = Field(default=0, sa_column=Column(Integer, nullable=False))
+    """Messages this change folded (a fold's; 0 for a user's change)."""
+    folded_messages_tokens: int = Field(default=0, sa_column=Column(Integer, nullable=False))
+    rolled_back_to: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False))

@@ -41,6 +41,7 @@ from sqlmodel import col, select
 
 from langflow_summarizing_agent.engine.records import (
     NO_CONTEXT,
+    Change,
     Cursor,
     Id,
     Scope,
@@ -116,7 +117,7 @@ class DatabaseStore:
         owned = self._resolved()
         if owned is None:
             return Summary()
-        return await _on_rows(lambda rows: rows.load(owned, self.scope.session_id, self.scope.context_id))
+        return await on_rows(lambda rows: rows.load(owned, self.scope.session_id, self.scope.context_id))
 
     async def load_turn(self, limit: int) -> tuple[Summary, list[StoredMessage]]:
         owned = self._resolved()
@@ -161,7 +162,7 @@ class DatabaseStore:
                 summary = replace(summary, cursor=Cursor(as_utc(first.cursor_timestamp), str(first.cursor_id)))
         return summary, [message_reads.to_stored_message(row[0]) for row in reversed(found)]
 
-    async def save(self, summary: Summary) -> Summary | None:
+    async def save(self, summary: Summary, change: Change | None = None) -> Summary | None:
         if summary.version < 0:
             msg = f"a summary's version is 0 (nothing stored) or a stored version, got {summary.version}"
             raise ValueError(msg)
@@ -169,8 +170,8 @@ class DatabaseStore:
         if owned is None:
             return None
         now = utcnow()
-        saved_row = await _on_rows(
-            lambda rows: rows.save(owned, self.scope.session_id, self.scope.context_id, summary, now)
+        saved_row = await on_rows(
+            lambda rows: rows.save(owned, self.scope.session_id, self.scope.context_id, summary, now, change)
         )
         if saved_row is None:
             return None
@@ -201,7 +202,7 @@ class DatabaseStore:
         if owned is None:
             return None
         mark = utcnow()
-        marked = await _on_rows(
+        marked = await on_rows(
             lambda rows: rows.mark_fold_queued(owned, self.scope.session_id, self.scope.context_id, mark)
         )
         return mark if marked else None
@@ -209,7 +210,7 @@ class DatabaseStore:
     async def clear_fold_queued(self, mark: datetime) -> None:
         owned = self._resolved()
         if owned is not None:
-            await _on_rows(
+            await on_rows(
                 lambda rows: rows.clear_fold_queued(owned, self.scope.session_id, self.scope.context_id, mark)
             )
 
@@ -239,7 +240,9 @@ class DatabaseStore:
         """The scope's trusted (flow, owner), resolved on first use; None to answer "nothing"."""
         if self._owned is _UNRESOLVED:
             self._owned = (
-                _owned(self.scope.flow_id, self.scope.user_id, owner_required=True) if self.scope.session_id else None
+                trusted_owner(self.scope.flow_id, self.scope.user_id, owner_required=True)
+                if self.scope.session_id
+                else None
             )
         return self._owned
 
@@ -256,19 +259,19 @@ class DatabaseStore:
 
 async def session_summaries(*, flow_id: Id, session_id: str, context_id: str | None = None) -> list[SessionSummary]:
     """The session's summaries, one per owner and context (only `context_id`'s when given), stale ones emptied."""
-    owned = _owned(flow_id, None)
+    owned = trusted_owner(flow_id, None)
     if owned is None or not session_id:
         return []
-    return await _on_rows(lambda rows: rows.summaries(owned[0], session_id, context_id))
+    return await on_rows(lambda rows: rows.summaries(owned[0], session_id, context_id))
 
 
 async def session_fold_queued(*, flow_id: Id, session_id: str, context_id: str | None = None, since: datetime) -> bool:
     """Whether a catch-up after the reply, queued or running in any worker, marked the session's summary (of
     `context_id` when given) after `since` and has not ended."""
-    owned = _owned(flow_id, None)
+    owned = trusted_owner(flow_id, None)
     if owned is None or not session_id:
         return False
-    return await _on_rows(lambda rows: rows.fold_queued(owned[0], session_id, context_id, since))
+    return await on_rows(lambda rows: rows.fold_queued(owned[0], session_id, context_id, since))
 
 
 async def session_folds_ended(*, flow_id: Id, session_id: str, timeout_seconds: float) -> bool:
@@ -299,13 +302,13 @@ async def session_folds_ended(*, flow_id: Id, session_id: str, timeout_seconds: 
 
 async def reset_session(*, flow_id: Id, session_id: str, context_id: str | None = None) -> int:
     """Delete the session's summaries (every context unless `context_id` is given); the rows deleted."""
-    owned = _owned(flow_id, None)
+    owned = trusted_owner(flow_id, None)
     if owned is None or not session_id:
         return 0
-    return await _on_rows(lambda rows: rows.purge(owned[0], session_ids=[session_id], context_id=context_id))
+    return await on_rows(lambda rows: rows.purge(owned[0], session_ids=[session_id], context_id=context_id))
 
 
-async def _on_rows(action: Callable[[SummaryRows], _T]) -> _T:
+async def on_rows(action: Callable[[SummaryRows], _T]) -> _T:
     """Run `action(SummaryRows)` in a transaction of its own."""
     from langflow.services.deps import session_scope
 
@@ -313,7 +316,7 @@ async def _on_rows(action: Callable[[SummaryRows], _T]) -> _T:
         return await session.run_sync(lambda sync: action(SummaryRows(sync.connection())))
 
 
-def _owned(flow_id: Id | None, user_id: Id | None, *, owner_required: bool = False) -> _Owned | None:
+def trusted_owner(flow_id: Id | None, user_id: Id | None, *, owner_required: bool = False) -> _Owned | None:
     """The trusted (flow, owner) of a call, or None to answer "nothing" (no database, or unresolved).
 
     The owner is None (every owner) only when none was asked for and none is required.
@@ -361,6 +364,8 @@ _TURN_SUMMARY_COLUMNS = tuple(
         "retry_after",
         "fold_failure",
         "updated_at",
+        "edited_at",
+        "edited_by",
     )
 )
 

@@ -1,7 +1,8 @@
 """Where a summary row is written: the statements on the summary table, on a connection someone else's
 transaction runs.
 
-`SummaryRows` inserts, compare-and-swaps, purges and moves summary rows, and reads a whole session's. `store`
+`SummaryRows` inserts, compare-and-swaps, purges and moves summary rows, and reads a whole session's; a save with a
+`Change` keeps the summary as a version, and a purge deletes the rows' versions (`versions.VersionRows`). `store`
 runs it in a transaction of its own (a turn's save, the HTTP API's session-wide read and reset); the listeners of
 `wiring.lifecycle` run it in the transaction of the Langflow statement that deletes or moves messages. Every write
 to the table is here; one read is not: a turn's read joins the summary row to the messages in one statement
@@ -25,9 +26,10 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 
-from langflow_summarizing_agent.engine.records import NO_CONTEXT, Cursor, Scope, ScopeKey, Summary, as_utc
+from langflow_summarizing_agent.engine.records import NO_CONTEXT, Change, Cursor, Scope, ScopeKey, Summary, as_utc
 from langflow_summarizing_agent.storage.messages import message_table
 from langflow_summarizing_agent.storage.models import SCOPE_COLUMNS, TABLE_NAME, SessionMemoryStateTable
+from langflow_summarizing_agent.storage.versions import VersionRows
 
 __all__ = [
     "SUMMARIES",
@@ -133,9 +135,14 @@ class SummaryRows:
         context_id: str | None,
         summary: Summary,
         now: datetime,
+        change: Change | None = None,
     ) -> UUID | None:
         """Insert (version 0) or compare-and-swap (against `summary.version`) one scope's row; the row's id when
-        saved, None when refused."""
+        saved, None when refused. With `change`, the summary saved is kept as a version.
+
+        A user's change (an edit, seed or rollback) of a summary with no cursor needs no message in the session: a
+        flow may seed a session's pinned facts before its first turn. Any other save needs the session (and the
+        cursor's message) to exist."""
         expected_version = summary.version
         messages = message_table()
         in_session = and_(
@@ -145,7 +152,27 @@ class SummaryRows:
             in_session = and_(in_session, messages.c.id == UUID(summary.cursor.message_id))
         # A deleted session (or cursor message) gets no row back, even from a fold that read it before the delete.
         still_there = exists().where(in_session)
+        if change is not None and change.kind != "fold" and summary.cursor is None:
+            still_there = literal(True)
         values = _summary_values(summary, updated_at=now)
+        saved = self._saved(owned, session_id, context_id, summary, values, still_there, now, keep=change is not None)
+        if saved is not None and change is not None:
+            VersionRows(self.connection).record(saved, expected_version + 1, values, change, now)
+        return saved
+
+    def _saved(
+        self,
+        owned: _Owned,
+        session_id: str,
+        context_id: str | None,
+        summary: Summary,
+        values: dict[str, Any],
+        still_there: ColumnElement[bool],
+        now: datetime,
+        *,
+        keep: bool,
+    ) -> UUID | None:
+        expected_version = summary.version
         if expected_version == 0:
             row_id = uuid4()
             row = {
@@ -172,6 +199,8 @@ class SummaryRows:
         if summary.row_id is None:
             return None
         row_id = UUID(summary.row_id)
+        if keep:
+            VersionRows(self.connection).record_previous(row_id, now)
         stmt = (
             update(SUMMARIES)
             .where(
@@ -223,11 +252,12 @@ class SummaryRows:
         """Delete the summaries of `session_ids` in a flow (of one owner, one context, when given); the rows deleted."""
         deleted = 0
         for chunk in _chunks(session_ids):
-            stmt = delete(SUMMARIES).where(
-                *summary_where(flow_id=flow_id, user_id=user_id, context_id=_context_or_any(context_id)),
-                SUMMARIES.c.session_id.in_(chunk),
+            deleted += len(
+                self._deleted(
+                    *summary_where(flow_id=flow_id, user_id=user_id, context_id=_context_or_any(context_id)),
+                    SUMMARIES.c.session_id.in_(chunk),
+                )
             )
-            deleted += self.connection.execute(stmt).rowcount
         return deleted
 
     def purge_flows(self, flow_ids: Iterable[UUID]) -> list[ScopeKey]:
@@ -286,9 +316,7 @@ class SummaryRows:
             owner = summary_where(flow_id=rename.flow_id, user_id=rename.user_id)
             if rename.whole_session and rename.new_session_id is not None:
                 # A summary of the new id is stale (it has no messages); the moved summary replaces it.
-                self.connection.execute(
-                    delete(SUMMARIES).where(*owner, SUMMARIES.c.session_id == rename.new_session_id)
-                )
+                self._deleted(*owner, SUMMARIES.c.session_id == rename.new_session_id)
                 stmt = (
                     update(SUMMARIES)
                     .where(*owner, SUMMARIES.c.session_id == rename.old_session_id)
@@ -299,7 +327,7 @@ class SummaryRows:
             sessions = [rename.old_session_id]
             if rename.new_session_id is not None:
                 sessions.append(rename.new_session_id)
-            self.connection.execute(delete(SUMMARIES).where(*owner, SUMMARIES.c.session_id.in_(sessions)))
+            self._deleted(*owner, SUMMARIES.c.session_id.in_(sessions))
         return moved
 
     def count(self, flow_id: UUID | None = None) -> int:
@@ -309,10 +337,11 @@ class SummaryRows:
         return int(self.connection.execute(stmt).scalar_one())
 
     def _deleted(self, *where: ColumnElement[bool]) -> list[ScopeKey]:
-        """Delete the rows matching `where`; their scopes."""
+        """Delete the rows matching `where`, and their versions; their scopes."""
         scope = [SUMMARIES.c[name] for name in SCOPE_COLUMNS]
-        rows = self.connection.execute(delete(SUMMARIES).where(*where).returning(*scope))
-        return [Scope(*row).key for row in rows]
+        rows = self.connection.execute(delete(SUMMARIES).where(*where).returning(SUMMARIES.c.id, *scope)).all()
+        VersionRows(self.connection).purge(row[0] for row in rows)
+        return [Scope(*row[1:]).key for row in rows]
 
 
 def summary_where(
@@ -357,6 +386,8 @@ def to_summary(row: Any, prefix: str = "") -> Summary:
         fold_failure=value("fold_failure"),
         updated_at=as_utc(value("updated_at")),
         row_id=str(value("id")),
+        edited_at=None if value("edited_at") is None else as_utc(value("edited_at")),
+        edited_by=None if value("edited_by") is None else str(value("edited_by")),
     )
 
 
@@ -366,11 +397,14 @@ def _context_or_any(context_id: str | None) -> str | None:
 
 
 def _is_current() -> ColumnElement[bool]:
-    """Whether a summary's cursor message is still in its session (without a cursor: any message is)."""
+    """Whether a summary's cursor message is still in its session (without a cursor: any message is, or a user wrote
+    the row: a seed before the session's first message)."""
     messages = message_table()
     in_session = _same_scope(messages)
     return or_(
-        and_(SUMMARIES.c.cursor_message_id.is_(None), exists().where(in_session)),
+        and_(
+            SUMMARIES.c.cursor_message_id.is_(None), or_(SUMMARIES.c.edited_at.is_not(None), exists().where(in_session))
+        ),
         exists().where(in_session, messages.c.id == SUMMARIES.c.cursor_message_id),
     )
 
@@ -411,6 +445,8 @@ def _summary_values(summary: Summary, *, updated_at: datetime) -> dict[str, Any]
         "retry_after": None if summary.retry_after is None else as_utc(summary.retry_after),
         "fold_failure": summary.fold_failure,
         "updated_at": updated_at,
+        "edited_at": summary.edited_at,
+        "edited_by": None if summary.edited_by is None else UUID(summary.edited_by),
     }
 
 

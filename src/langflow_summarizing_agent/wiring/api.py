@@ -8,6 +8,8 @@ Routes, under `ROUTE_PREFIX`:
   reads as empty, as the next turn sees it. A read waits for the session's catch-ups after the reply, queued or running,
   in whichever worker they are (up to `FOLD_WAIT_SECONDS`; `fold_pending` says when one has not saved by then, and
   each summary's `version` which one was read). A first fold, before the session has a summary, is not waited for.
+  Each summary carries its `etag` (also the `ETag` header when the answer holds one summary), for the writes of
+  `memory_api`: edit, seed and roll back, and read the versions.
 - `DELETE` on the same path: reset, after the same wait. The rows are deleted and the next turn rebuilds the summary
   from the stored messages. Without `context_id` every context of the session is reset.
 - `/sessions/{session_id}/state` is the same pair under its 0.1.0 path, deprecated; `states` in the answer is the
@@ -26,11 +28,11 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any, NoReturn
 from uuid import UUID
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, HTTPException, Query, Response, status
 from langflow.api.utils import CurrentActiveUser, DbSession
 from pydantic import BaseModel, Field
 
-from langflow_summarizing_agent.engine.records import NO_CONTEXT, ScopeKey, utcnow
+from langflow_summarizing_agent.engine.records import NO_CONTEXT, ScopeKey, Summary, utcnow
 from langflow_summarizing_agent.storage.store import (
     reset_session,
     session_fold_queued,
@@ -76,6 +78,11 @@ class SummaryRead(BaseModel):
     fold_failure: str | None = None
     """Why the last fold failed, in a few words (never summary text nor a pinned value); None once one succeeds."""
     updated_at: datetime
+    edited_at: datetime | None = None
+    """When a user last edited, seeded or rolled back this summary; None if never."""
+    edited_by: UUID | None = None
+    etag: str = ""
+    """This summary's version as an HTTP entity tag: send it as `If-Match` to edit or roll back what you read."""
 
 
 class SessionSummaryRead(BaseModel):
@@ -101,14 +108,15 @@ async def read_session_summary(
     session_id: str,
     session: DbSession,
     current_user: CurrentActiveUser,
+    response: Response,
     flow_id: Annotated[str | None, Query(description="UUID of the flow the session belongs to")] = None,
     context_id: Annotated[str | None, Query(description="Only this context; empty for 'no context'")] = None,
 ) -> SessionSummaryRead:
     """The session's summary, one entry per context and message owner."""
-    flow_uuid = _valid_request(flow_id, session_id, context_id)
-    await _ensure_flow_or_404(session, flow_uuid, current_user, write=False)
-    await _ensure_storage()
-    pending = not await _folds_ended(flow_uuid, session_id, context_id)
+    flow_uuid = valid_request(flow_id, session_id, context_id)
+    await ensure_flow_or_404(session, flow_uuid, current_user, write=False)
+    await ensure_storage()
+    pending = not await folds_ended(flow_uuid, session_id, context_id)
     found = await session_summaries(flow_id=flow_uuid, session_id=session_id, context_id=context_id)
     if not found:
         raise HTTPException(
@@ -116,7 +124,9 @@ async def read_session_summary(
             detail=f"Session {session_id!r} of flow {flow_uuid} has no summary"
             + ("" if context_id is None else f" in context {context_id!r}"),
         )
-    summaries = [_summary_read(one) for one in found]
+    summaries = [summary_read(one) for one in found]
+    if len(summaries) == 1:
+        response.headers["ETag"] = summaries[0].etag
     return SessionSummaryRead(
         flow_id=flow_uuid,
         session_id=session_id,
@@ -137,15 +147,15 @@ async def reset_session_summary(
     context_id: Annotated[str | None, Query(description="Only this context; empty for 'no context'")] = None,
 ) -> SessionSummaryReset:
     """Delete the session's summary; the next turn rebuilds it from the stored messages."""
-    flow_uuid = _valid_request(flow_id, session_id, context_id)
-    await _ensure_flow_or_404(session, flow_uuid, current_user, write=True)
-    await _ensure_storage()
-    await _folds_ended(flow_uuid, session_id, context_id)
+    flow_uuid = valid_request(flow_id, session_id, context_id)
+    await ensure_flow_or_404(session, flow_uuid, current_user, write=True)
+    await ensure_storage()
+    await folds_ended(flow_uuid, session_id, context_id)
     deleted = await reset_session(flow_id=flow_uuid, session_id=session_id, context_id=context_id)
     return SessionSummaryReset(flow_id=flow_uuid, session_id=session_id, deleted=deleted)
 
 
-async def _folds_ended(flow_id: UUID, session_id: str, context_id: str | None) -> bool:
+async def folds_ended(flow_id: UUID, session_id: str, context_id: str | None) -> bool:
     """Wait for the session's catch-ups after the reply, queued or running, in this worker and in any other: a read or
     reset right after a turn sees what the catch-up after its reply saved, wherever it lands, even when that fold waits
     for a place. False when one has not ended after `FOLD_WAIT_SECONDS`."""
@@ -178,7 +188,7 @@ def _in_session(key: ScopeKey, *, flow_id: UUID, session_id: str, context_id: st
         return False
 
 
-def _valid_request(flow_id: str | None, session_id: str, context_id: str | None) -> UUID:
+def valid_request(flow_id: str | None, session_id: str, context_id: str | None) -> UUID:
     """The flow id as a UUID; refuses ids no session can have, saying which and why."""
     if flow_id is None or not flow_id.strip():
         _refuse("flow_id is required: pass the UUID of the flow the session belongs to, as ?flow_id=...")
@@ -198,8 +208,9 @@ def _refuse(detail: str) -> NoReturn:
     raise HTTPException(status_code=status.HTTP_422_UNPROCESSABLE_ENTITY, detail=detail)
 
 
-async def _ensure_flow_or_404(session: Any, flow_id: UUID, user: Any, *, write: bool) -> None:
-    """The monitor's flow check (`_ensure_flow_action_or_404`), with a denial answered like a missing flow."""
+async def ensure_flow_or_404(session: Any, flow_id: UUID, user: Any, *, write: bool) -> Any:
+    """The monitor's flow check (`_ensure_flow_action_or_404`), with a denial answered like a missing flow; the flow
+    (its row as loaded; a virtual flow id gives a row of None)."""
     from langflow.services.authorization import FlowAction, ensure_flow_permission
     from langflow.services.authorization.fetch import authorized_or_owner_scoped, deny_to_404
     from langflow.services.database.models.flow.model import Flow, is_virtual_flow_id
@@ -233,9 +244,10 @@ async def _ensure_flow_or_404(session: Any, flow_id: UUID, user: Any, *, write: 
         )
     except HTTPException as exc:
         raise deny_to_404(exc, detail=not_found) from exc
+    return flow
 
 
-async def _ensure_storage() -> None:
+async def ensure_storage() -> None:
     try:
         await runtime.current().ready()
     except Exception as exc:
@@ -245,7 +257,7 @@ async def _ensure_storage() -> None:
         ) from exc
 
 
-def _summary_read(found: SessionSummary) -> SummaryRead:
+def summary_read(found: SessionSummary) -> SummaryRead:
     summary = found.summary
     cursor = None
     if summary.cursor is not None:
@@ -264,4 +276,12 @@ def _summary_read(found: SessionSummary) -> SummaryRead:
         retry_after=summary.retry_after,
         fold_failure=summary.fold_failure,
         updated_at=summary.updated_at,
+        edited_at=summary.edited_at,
+        edited_by=None if summary.edited_by is None else UUID(summary.edited_by),
+        etag=etag(summary),
     )
+
+
+def etag(summary: Summary) -> str:
+    """A summary's row and version as a strong entity tag; `'"0"'` when nothing is stored."""
+    return f'"{summary.row_id}.{summary.version}"' if summary.row_id else '"0"'

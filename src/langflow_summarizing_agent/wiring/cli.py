@@ -1,4 +1,5 @@
-"""`langflow summarizing-agent migrate`: apply this package's migrations and report the revision.
+"""`langflow summarizing-agent migrate`: apply this package's migrations and report the revision; and
+`langflow summarizing-agent memory ...` (`memory_cli`): read and correct a session's memory on a running server.
 
 Registered through Langflow's `langflow.cli_commands` entry point. A worker also migrates its database before it
 first uses storage (`runtime.Runtime.ready`); the command is for operators who migrate before starting workers, or
@@ -14,14 +15,16 @@ from sqlalchemy import create_engine, make_url, pool
 
 from langflow_summarizing_agent.storage import migrate
 from langflow_summarizing_agent.storage.summaries import SummaryRows
+from langflow_summarizing_agent.wiring import memory_cli
 
 COMMAND_GROUP = "summarizing-agent"
 
 
 def register(app: typer.Typer) -> None:
     """Entry point: add the `summarizing-agent` command group to Langflow's root CLI."""
-    group = typer.Typer(help="Summarizing Agent extension: database migrations.", no_args_is_help=True)
+    group = typer.Typer(help="Summarizing Agent extension: migrations and session memory.", no_args_is_help=True)
     group.command("migrate")(migrate_command)
+    group.add_typer(memory_cli.memory, name="memory")
     app.add_typer(group, name=COMMAND_GROUP)
 
 

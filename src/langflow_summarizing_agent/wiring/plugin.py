@@ -3,7 +3,8 @@
 When Langflow creates its FastAPI app (once per worker process), it calls every `langflow.plugins` entry point with
 the app. Ours, `install_routes_and_listeners`, does the four things this package needs from a running Langflow:
 
-1. it adds the HTTP API of `api` (inspect and reset a session's summary), under `api.ROUTE_PREFIX`;
+1. it adds the HTTP API of `api` (read and reset a session's summary) and of `memory_api` (edit, seed and roll it
+   back, read its versions), under `api.ROUTE_PREFIX`;
 2. it installs the SQLAlchemy listeners of `lifecycle`, which purge or move summaries in the transaction that
    deletes or renames messages;
 3. it installs the process's runtime with the catch-up after the reply (`after_reply.AfterReply`), as a server's
@@ -16,7 +17,8 @@ the app. Ours, `install_routes_and_listeners`, does the four things this package
    `warning`.
 
 Routes come first: Langflow rolls back a failed plugin's routes but nothing else it did. Nothing else runs at
-import time or startup (a bad `SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS` stops the server with its name); the summary
+import time or startup (a bad `SUMMARIZING_AGENT_MAX_BACKGROUND_FOLDS` or `SUMMARIZING_AGENT_VERSIONS_KEPT` stops
+the server with its name); the summary
 table is brought to head before the first turn reads it (`Runtime.ready`) or by `langflow summarizing-agent
 migrate`. The component itself is found through the `langflow.extensions` entry point, and standalone `lfx` loads
 neither.
@@ -31,7 +33,8 @@ from typing import Protocol
 from fastapi import APIRouter
 
 from langflow_summarizing_agent import langflow_private
-from langflow_summarizing_agent.wiring import after_reply, api, lifecycle, runtime
+from langflow_summarizing_agent.storage.versions import versions_kept
+from langflow_summarizing_agent.wiring import after_reply, api, lifecycle, memory_api, runtime
 
 __all__ = ["install_routes_and_listeners"]
 
@@ -47,6 +50,8 @@ def install_routes_and_listeners(app: RouteTarget) -> None:
     message listeners and the server's runtime, whose catch-ups run after the reply. Called again, it adds the routes
     to the `app` given and changes nothing else."""
     app.include_router(api.router)
+    app.include_router(memory_api.router)
+    versions_kept()
     lifecycle.install_listeners()
     folds = after_reply.AfterReply(after_reply.max_running_from_environment())
     installed = runtime.install(runtime.Runtime(timing=folds))
