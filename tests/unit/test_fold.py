@@ -11,7 +11,7 @@ import pytest
 
 from langflow_summarizing_agent.engine.fold import SaveFailures
 from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND, COMPACT_REPLY_PREFIX
-from langflow_summarizing_agent.engine.prompt import SUMMARY_PREFIX
+from langflow_summarizing_agent.engine.prompt import CORRECTED_NOTE, SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.records import Change, Summary, utcnow
 from langflow_summarizing_agent.engine.report import problems
 from langflow_summarizing_agent.engine.settings import FoldSettings, settings_from
@@ -492,3 +492,72 @@ async def test_the_window_goes_whole_even_where_an_earlier_fold_took_part_of_it(
     assert summarizer.calls == 0
     assert ids(turn.plan.send) == ids(store.messages_stored[-9:])
     assert turn.plan.not_summarized == 0
+
+
+async def test_a_fold_that_loses_its_save_to_an_edit_folds_again_on_top_of_the_edit():
+    store = session(9 + 20)
+    edited_text = "- EDITED: the customer is on eu-3"
+
+    class EditingSummarizer(RecordingSummarizer):
+        async def __call__(self, prompt):
+            answer = await super().__call__(prompt)
+            if self.calls == 1:
+                # A user edits the memory (seeding it: none is stored yet) while the fold runs.
+                seed = Summary(text=edited_text, pinned={"cluster": "eu-3"}, edited_at=utcnow(), edited_by="u1")
+                assert await store.save(seed, Change(kind="seed", by="u1")) is not None
+            return answer
+
+    summarizer = EditingSummarizer()
+    turn = await fold_if_due(store, summarizer, settings(), failures=SaveFailures())
+
+    assert summarizer.calls == 2, "the batch is folded once more, on top of the edit"
+    assert edited_text in summarizer.prompts[1][-1].content
+    assert folded(turn) == 20
+    assert (store.summary.version, store.summary.folded_count) == (2, 20)
+    assert store.summary.pinned["cluster"] == "eu-3"
+    assert store.summary.edited_by == "u1", "the fold keeps who last edited"
+    assert [change.kind for _, change in store.database.versions[store.summary.row_id]] == ["seed", "fold"]
+
+
+async def test_a_fold_that_loses_to_another_fold_is_not_folded_again():
+    store = session(9 + 20)
+
+    class RacingSummarizer(RecordingSummarizer):
+        async def __call__(self, prompt):
+            answer = await super().__call__(prompt)
+            if self.calls == 1:
+                other = Summary(text="- another run", cursor=store.messages_stored[19].cursor, folded_count=20)
+                assert await store.save(other, Change(kind="fold")) is not None
+            return answer
+
+    summarizer = RacingSummarizer()
+    await fold_if_due(store, summarizer, settings(), failures=SaveFailures())
+
+    assert summarizer.calls == 1
+
+
+async def test_a_pinned_fact_a_user_corrected_stands_against_messages_said_before_the_correction():
+    store = session(9 + 20)  # the first message names "the EU cluster"
+    corrected = Summary(pinned={"cluster": "eu-3"}, edited_at=utcnow(), edited_by="u1")
+    assert await store.save(corrected, Change(kind="seed", by="u1")) is not None
+    summarizer = RecordingSummarizer()
+
+    await fold_if_due(store, summarizer, settings(), failures=SaveFailures())
+
+    assert summarizer.calls == 1
+    assert store.summary.pinned["cluster"] == "eu-3"
+    assert store.summary.pinned["project_id"] == "PRJ-123", "a key without a value is still filled"
+    assert summarizer.prompts[0][-1].content.endswith(CORRECTED_NOTE)
+
+
+async def test_messages_stored_after_a_correction_can_change_the_fact_again():
+    store = session(9 + 20)  # the first message names "the EU cluster"
+    edited_at = store.messages_stored[10].timestamp
+    corrected = Summary(pinned={"cluster": "eu-3"}, edited_at=edited_at, edited_by="u1")
+    assert await store.save(corrected, Change(kind="seed", by="u1")) is not None
+    summarizer = RecordingSummarizer()
+
+    await fold_if_due(store, summarizer, settings(), failures=SaveFailures())
+
+    assert store.summary.pinned["cluster"] == "EU cluster"
+    assert CORRECTED_NOTE not in summarizer.prompts[0][-1].content

@@ -38,7 +38,7 @@ from langflow_summarizing_agent.engine.prompt import (
     merge_pinned,
     parse_fold_output,
 )
-from langflow_summarizing_agent.engine.records import Change, StoredMessage, Summary
+from langflow_summarizing_agent.engine.records import Change, StoredMessage, Summary, as_utc
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import SessionStore
 
@@ -145,13 +145,21 @@ async def catch_up(
     """
     started = time.monotonic()
     folds = await _summarize(read, plan, settings, summarizer, now, prefix)
-    to_save = _summary_to_save(read.summary, folds, settings, now)
-    saved = await _save(store, read.summary, to_save, failures, now, _change(read.summary, to_save, folds))
+    saved = await _save_folds(store, read.summary, folds, settings, failures, now)
+    calls, input_tokens = folds.calls, folds.input_tokens
+    if folds.folded and not saved.is_this_fold and _edited_since(read.summary, saved.summary):
+        # A user edited the memory while these folds ran: the save lost, and the same messages are folded again on
+        # top of the edit, so the edit stays and no message waits for the next catch-up.
+        logger.info("Summarizing Agent: the memory was edited during the fold; folding again on top of the edit")
+        read = read.with_summary(saved.summary)
+        folds = await _summarize(read, plan, settings, summarizer, now, None)
+        saved = await _save_folds(store, read.summary, folds, settings, failures, now)
+        calls, input_tokens = calls + folds.calls, input_tokens + folds.input_tokens
     return CatchUp(
         summary=saved.summary,
         folded=folds.folded if saved.is_this_fold else 0,
-        calls=folds.calls,
-        input_tokens=folds.input_tokens,
+        calls=calls,
+        input_tokens=input_tokens,
         problems=(*folds.problems, *saved.problems),
         seconds=time.monotonic() - started,
         on_prefix=folds.on_prefix,
@@ -284,6 +292,7 @@ def _fold_prompt(
             pinned_keys=settings.pinned_keys,
             summary_words=settings.summary_words,
             fold_id=uuid.uuid4().hex[:12],
+            corrected=_said_before_edit(summary, batch),
         )
     return build_fold_prompt(
         summary,
@@ -291,7 +300,13 @@ def _fold_prompt(
         pinned_keys=settings.pinned_keys,
         summary_words=settings.summary_words,
         max_message_chars=settings.max_message_chars,
+        corrected=_said_before_edit(summary, batch),
     )
+
+
+def _said_before_edit(summary: Summary, batch: Sequence[StoredMessage]) -> bool:
+    """True when a user edited the summary after every message of `batch` was stored: they cannot correct the edit."""
+    return summary.edited_at is not None and bool(batch) and as_utc(batch[-1].timestamp) < as_utc(summary.edited_at)
 
 
 def _folded_into(
@@ -302,7 +317,10 @@ def _folded_into(
     settings: FoldSettings,
 ) -> Summary:
     """`summary` once `batch` is folded into it: the new text clipped to the Summary Word Budget, the pinned facts
-    merged, the cursor on the batch's last message."""
+    merged, the cursor on the batch's last message. A pinned fact a user set stands against messages stored before
+    the edit: such a batch only adds keys that have no value."""
+    if _said_before_edit(summary, batch):
+        proposed_pinned = {key: value for key, value in proposed_pinned.items() if key not in summary.pinned}
     if count_words(text) > settings.summary_words:
         logger.info(
             "Summarizing Agent: the summary model wrote %d words; clipped to the Summary Word Budget of %d",
@@ -351,6 +369,29 @@ class _Saved:
     summary: Summary
     is_this_fold: bool
     problems: tuple[str, ...] = ()
+
+
+def _edited_since(read_summary: Summary, stored: Summary) -> bool:
+    """True when `stored` is `read_summary` as a user edited, rolled back or seeded it (which keep the cursor), with no
+    fold in between."""
+    return (
+        stored.edited_at is not None
+        and stored.edited_at != read_summary.edited_at
+        and read_summary.row_id in (None, stored.row_id)
+        and stored.cursor == read_summary.cursor
+    )
+
+
+async def _save_folds(
+    store: SessionStore,
+    read_summary: Summary,
+    folds: _Folds,
+    settings: FoldSettings,
+    failures: SaveFailures,
+    now: Callable[[], datetime],
+) -> _Saved:
+    to_save = _summary_to_save(read_summary, folds, settings, now)
+    return await _save(store, read_summary, to_save, failures, now, _change(read_summary, to_save, folds))
 
 
 def _change(read_summary: Summary, summary: Summary, folds: _Folds) -> Change | None:

@@ -118,6 +118,13 @@ so the provider serves it from its prompt cache. `{fold_id}` is new for every fo
 conversation can pass for the instruction."""
 
 
+CORRECTED_NOTE = (
+    "The previous summary and pinned facts were corrected by the user after these messages were written: where the "
+    "messages disagree with them, keep the correction."
+)
+"""Added to a fold's prompt when every message it folds was stored before a user's edit of the memory."""
+
+
 def build_fold_prompt(
     summary: Summary,
     batch: Sequence[StoredMessage],
@@ -125,8 +132,10 @@ def build_fold_prompt(
     pinned_keys: Sequence[str],
     summary_words: int,
     max_message_chars: int,
+    corrected: bool = False,
 ) -> list[BaseMessage]:
-    """The summary model's input: rules as the system message, data as one human message."""
+    """The summary model's input: rules as the system message, data as one human message; `CORRECTED_NOTE` last when
+    `corrected`."""
     keys = ", ".join(pinned_keys) if pinned_keys else "(none)"
     system = FOLD_SYSTEM_PROMPT.format(pinned_keys=keys, summary_words=summary_words)
     quoted = [_quoted_message(m, max_message_chars) for m in batch]
@@ -136,6 +145,8 @@ def build_fold_prompt(
         f"Previous summary:\n<summary>\n{_quote(summary.text) or '(none yet)'}\n</summary>\n\n"
         f"New messages:\n<conversation>\n{conversation}\n</conversation>"
     )
+    if corrected:
+        data += f"\n\n{CORRECTED_NOTE}"
     return [SystemMessage(content=system), HumanMessage(content=data)]
 
 
@@ -170,8 +181,10 @@ def build_fold_prompt_on_prefix(
     pinned_keys: Sequence[str],
     summary_words: int,
     fold_id: str,
+    corrected: bool = False,
 ) -> list[BaseMessage]:
-    """The agent's prompt and reply unchanged (`prefix`, checked by `folds_on_prefix`), then `FOLD_INSTRUCTION`."""
+    """The agent's prompt and reply unchanged (`prefix`, checked by `folds_on_prefix`), then `FOLD_INSTRUCTION`, with
+    `CORRECTED_NOTE` when `corrected`."""
     keys = ", ".join(pinned_keys) if pinned_keys else "(none)"
     instruction = FOLD_INSTRUCTION.format(
         fold_id=fold_id,
@@ -182,6 +195,8 @@ def build_fold_prompt_on_prefix(
         pinned_keys=keys,
         summary_words=summary_words,
     )
+    if corrected:
+        instruction += f"\n\n{CORRECTED_NOTE}"
     return [*prefix, HumanMessage(content=instruction)]
 
 
