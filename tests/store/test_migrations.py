@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from langflow_summarizing_agent.storage import migrate
-from langflow_summarizing_agent.storage.models import SCOPE_CONSTRAINT, TABLE_NAME
+from langflow_summarizing_agent.storage.models import SCOPE_CONSTRAINT, TABLE_NAME, VERSION_TABLE_NAME
 from langflow_summarizing_agent.wiring.runtime import Runtime
 from tests.support.langflow_db import LangflowDatabase, restart_langflow_services, stored_summary
 
@@ -26,6 +26,7 @@ REVISIONS = sorted((REPO_ROOT / "migrations" / "versions").glob("*.py"))
 FIRST_REVISION_ID = "3f9c1a7e5b20"
 FOLDED_TOKENS_REVISION_ID = "8d2e4b6a1c37"
 FOLD_FAILURE_REVISION_ID = "5b7d9e1f3a42"
+FOLD_QUEUED_REVISION_ID = "c4a8e2f6d913"
 SUBPROCESS_TIMEOUT_SECONDS = 180
 
 
@@ -153,6 +154,51 @@ async def test_the_queued_fold_mark_is_added_and_dropped(empty_database_url: str
     with inspected(url) as inspector:
         columns = {column["name"]: column for column in inspector.get_columns(TABLE_NAME)}
     assert columns["fold_queued_at"]["nullable"] is True
+
+
+async def test_the_version_table_and_the_edit_marks_are_added_and_dropped(empty_database_url: str) -> None:
+    url = empty_database_url
+    await migrate.upgrade(url)
+    migrate.downgrade(url, FOLD_QUEUED_REVISION_ID)
+    with inspected(url) as inspector:
+        assert VERSION_TABLE_NAME not in inspector.get_table_names()
+        assert not {"edited_at", "edited_by"} & {column["name"] for column in inspector.get_columns(TABLE_NAME)}
+    uuid_value = (lambda: uuid.uuid4().hex) if url.startswith("sqlite") else uuid.uuid4
+    engine = sa.create_engine(migrate.sync_database_url(url), poolclass=sa.pool.NullPool)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                sa.text(
+                    f"INSERT INTO {TABLE_NAME} (id, flow_id, user_id, session_id, context_id, summary, pinned, "
+                    "absorbed_count, version, failed_folds, created_at, updated_at) VALUES (:id, :flow, :user, "
+                    "'s1', '', 'Earlier: the deploy fails.', '{}', 12, 3, 0, :now, :now)"
+                ),
+                {"id": uuid_value(), "flow": uuid_value(), "user": uuid_value(), "now": "2026-12-01 00:00:00"},
+            )
+
+        await migrate.upgrade(url)
+
+        with inspected(url) as inspector:
+            assert VERSION_TABLE_NAME in inspector.get_table_names()
+            columns = {column["name"]: column for column in inspector.get_columns(TABLE_NAME)}
+            unique = {c["name"]: c["column_names"] for c in inspector.get_unique_constraints(VERSION_TABLE_NAME)}
+        assert (columns["edited_at"]["nullable"], columns["edited_by"]["nullable"]) == (True, True)
+        assert unique["uq_session_memory_version"] == ["summary_id", "version"]
+        with engine.connect() as connection:
+            row = connection.execute(sa.text(f"SELECT summary, version, edited_at, edited_by FROM {TABLE_NAME}")).one()
+            versions = connection.execute(sa.text(f"SELECT count(*) FROM {VERSION_TABLE_NAME}")).scalar_one()
+        assert (tuple(row), versions) == (("Earlier: the deploy fails.", 3, None, None), 0)
+
+        migrate.downgrade(url, FOLD_QUEUED_REVISION_ID)
+
+        with inspected(url) as inspector:
+            assert VERSION_TABLE_NAME not in inspector.get_table_names()
+            assert not {"edited_at", "edited_by"} & {column["name"] for column in inspector.get_columns(TABLE_NAME)}
+        with engine.connect() as connection:
+            kept = connection.execute(sa.text(f"SELECT summary FROM {TABLE_NAME}")).scalar_one()
+        assert kept == "Earlier: the deploy fails."
+    finally:
+        engine.dispose()
 
 
 def test_our_table_stays_out_of_langflow_metadata() -> None:
