@@ -17,7 +17,8 @@ from langflow_summarizing_agent.wiring.api import ROUTE_PREFIX
 from tests.support.server_chat import ServerChat, server_database, summarizing_flow_data
 from tests.support.server_fixtures import LangflowServer
 
-PINNED_KEYS = "customer, cluster"
+PINNED_KEYS = ["customer", "cluster"]
+"""As the canvas saves Pinned Keys: a list."""
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +54,8 @@ def versions(chat: ServerChat, session_id: str) -> Any:
 def summary_messages(chat: ServerChat) -> list[str]:
     """The summary message of each agent call the flow's model received, oldest first ("" when a call had none)."""
     assert chat.record_path is not None
+    if not chat.record_path.exists():
+        return []
     records = [json.loads(line) for line in chat.record_path.read_text(encoding="utf-8").splitlines() if line]
     return [
         next((m["content"] for m in record["messages"] if m["content"].startswith("Here is a summary")), "")
@@ -195,7 +198,7 @@ def test_the_cli_edits_lists_and_rolls_back_through_the_server(chat: ServerChat)
     session_id = chat.new_session()
     target = [
         "--url",
-        chat.server.url,
+        chat.server.base_url,
         "--api-key",
         chat.api_key,
         "--flow-id",
