@@ -151,7 +151,7 @@ class SummaryRows:
         if summary.cursor is not None:
             in_session = and_(in_session, messages.c.id == UUID(summary.cursor.message_id))
         # A deleted session (or cursor message) gets no row back, even from a fold that read it before the delete.
-        still_there = exists().where(in_session)
+        still_there: ColumnElement[bool] = exists().where(in_session)
         if change is not None and change.kind != "fold" and summary.cursor is None:
             still_there = literal(True)
         values = _summary_values(summary, updated_at=now)

@@ -17,7 +17,7 @@ from uuid import UUID, uuid4
 
 from sqlalchemy import Connection, delete, exists, insert, literal, select
 
-from langflow_summarizing_agent.engine.records import Change, Cursor, Summary, as_utc
+from langflow_summarizing_agent.engine.records import CHANGE_KINDS, Change, ChangeKind, Cursor, Summary, as_utc
 from langflow_summarizing_agent.storage.models import TABLE_NAME, VERSION_TABLE_NAME, SessionMemoryVersionTable
 
 __all__ = ["DEFAULT_VERSIONS_KEPT", "VERSIONS", "VERSIONS_KEPT_ENV", "Version", "VersionRows", "versions_kept"]
@@ -145,7 +145,11 @@ def _version(row: Any) -> Version:
         row_id=str(row.summary_id),
     )
     changed_by = None if row.changed_by is None else str(row.changed_by)
-    kind = row.change if row.change != RECORDED else "fold"
+    # A `recorded` version was made by a fold or a save this package no longer knows: its cost is zero.
+    kind: ChangeKind = "fold"
+    for known in CHANGE_KINDS:
+        if known == row.change:
+            kind = known
     cost = Change(
         kind=kind,
         by=changed_by,
