@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from langflow_summarizing_agent.engine.fold import SaveFailures
+from langflow_summarizing_agent.engine.fold import ReportedAnswer, SaveFailures
 from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND, COMPACT_REPLY_PREFIX
 from langflow_summarizing_agent.engine.prompt import CORRECTED_NOTE, SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.records import Change, Summary, utcnow
@@ -561,3 +561,31 @@ async def test_messages_stored_after_a_correction_can_change_the_fact_again():
 
     assert store.summary.pinned["cluster"] == "EU cluster"
     assert CORRECTED_NOTE not in summarizer.prompts[0][-1].content
+
+
+async def test_a_folds_version_keeps_the_cost_its_provider_reported_with_the_cached_share():
+    store = session(9 + 20)
+
+    class ReportingSummarizer(RecordingSummarizer):
+        async def __call__(self, prompt):
+            answer = await super().__call__(prompt)
+            return ReportedAnswer(answer, input_tokens=1_234, output_tokens=56, cached_tokens=1_000)
+
+    await fold_if_due(store, ReportingSummarizer(), settings(), failures=SaveFailures())
+
+    [(_, change)] = store.database.versions[store.summary.row_id]
+    assert (change.kind, change.calls, change.messages) == ("fold", 1, 20)
+    assert (change.input_tokens, change.output_tokens, change.cached_tokens) == (1_234, 56, 1_000)
+    assert change.tokens == store.summary.folded_tokens
+
+
+async def test_a_folds_version_counts_its_cost_when_the_provider_reports_none():
+    store = session(9 + 20)
+    summarizer = RecordingSummarizer()
+    fold_settings = settings()
+
+    await fold_if_due(store, summarizer, fold_settings, failures=SaveFailures())
+
+    [(_, change)] = store.database.versions[store.summary.row_id]
+    assert change.input_tokens == fold_settings.counter.prompt(summarizer.prompts[0]) > 0
+    assert change.output_tokens > 0 and change.cached_tokens is None

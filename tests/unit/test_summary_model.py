@@ -11,6 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
+from langflow_summarizing_agent.engine.fold import ReportedAnswer
 from langflow_summarizing_agent.engine.prompt import FoldAnswerCutOff, build_fold_prompt
 from langflow_summarizing_agent.engine.records import Summary
 from langflow_summarizing_agent.wiring import summary_model
@@ -234,3 +235,20 @@ GPT_5_4 = [{"name": "gpt-5.4", "provider": "OpenAI", "icon": "OpenAI", "metadata
 )
 def test_picking_the_agents_own_model_as_summary_model_is_none_picked(picked, agents_model, none: bool) -> None:
     assert summary_model.picks_the_agents_own_model(picked, agents_model) is none
+
+
+def test_an_answer_carries_the_usage_its_provider_reported_with_the_cached_share() -> None:
+    usage = {
+        "input_tokens": 900,
+        "output_tokens": 40,
+        "total_tokens": 940,
+        "input_token_details": {"cache_read": 768},
+    }
+
+    answer = summary_model.reported("- a summary", AIMessage(content="- a summary", usage_metadata=usage))
+    bare = summary_model.reported("- a summary", AIMessage(content="- a summary"))
+
+    assert answer == "- a summary"
+    assert isinstance(answer, ReportedAnswer)
+    assert (answer.input_tokens, answer.output_tokens, answer.cached_tokens) == (900, 40, 768)
+    assert not isinstance(bare, ReportedAnswer)

@@ -52,8 +52,22 @@ PINNED_SHOWN_AS = "[pinned]"
 """What a pinned value reads as in a failure: failures are shown in the UI, and a provider may quote its input."""
 
 Summarizer = Callable[[list[BaseMessage]], Awaitable[str]]
-"""Calls the summary model with the fold prompt and returns its text; raises `FoldToolCall` when the model answered
-with a tool call."""
+"""Calls the summary model with the fold prompt and returns its text (a `ReportedAnswer` when the provider reported
+usage); raises `FoldToolCall` when the model answered with a tool call."""
+
+
+class ReportedAnswer(str):
+    """A summary model's answer with the usage its provider reported for the call: input, output and cached input
+    tokens. A version's cost uses them where given, else what the turn's counter counts (`Change`)."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+
+    def __new__(cls, text: str, *, input_tokens: int, output_tokens: int, cached_tokens: int) -> ReportedAnswer:
+        answer = super().__new__(cls, text)
+        answer.input_tokens, answer.output_tokens, answer.cached_tokens = input_tokens, output_tokens, cached_tokens
+        return answer
 
 
 @dataclass(frozen=True)
@@ -177,6 +191,10 @@ async def fold_for_one_call(
     return _folded(_Folds(summary), batch, await summarizer(prompt), settings).summary
 
 
+NO_COST = Change(kind="fold")
+"""A catch-up's cost before its first summary call."""
+
+
 @dataclass(frozen=True)
 class _Folds:
     """What the folds of a catch-up made: the summary after the last one that succeeded, and what they cost."""
@@ -185,7 +203,11 @@ class _Folds:
     folded: int = 0
     calls: int = 0
     input_tokens: int = 0
-    output_tokens: int = 0
+    """Tokens of the fold prompts, counted."""
+    cost: Change = NO_COST
+    """What the calls cost, as the provider reported each call where it did (`ReportedAnswer`), else counted."""
+    last_counted: int = 0
+    """The counted input tokens of the last call."""
     on_prefix: int = 0
     problems: tuple[str, ...] = ()
     """The failed fold that ended the catch-up, if one did."""
@@ -255,10 +277,13 @@ async def _fold_batch(
 
 
 def _counted(folds: _Folds, prompt: list[BaseMessage], settings: FoldSettings, *, on_prefix: bool = False) -> _Folds:
+    counted = settings.counter.prompt(prompt)
     return replace(
         folds,
         calls=folds.calls + 1,
-        input_tokens=folds.input_tokens + settings.counter.prompt(prompt),
+        input_tokens=folds.input_tokens + counted,
+        cost=replace(folds.cost, calls=folds.cost.calls + 1, input_tokens=folds.cost.input_tokens + counted),
+        last_counted=counted,
         on_prefix=folds.on_prefix + int(on_prefix),
     )
 
@@ -266,11 +291,20 @@ def _counted(folds: _Folds, prompt: list[BaseMessage], settings: FoldSettings, *
 def _folded(folds: _Folds, batch: Sequence[StoredMessage], answer: str, settings: FoldSettings) -> _Folds:
     proposed_pinned, text = parse_fold_output(answer)
     summary = _folded_into(folds.summary, batch, proposed_pinned, text, settings)
+    return replace(folds, summary=summary, folded=folds.folded + len(batch), cost=_answer_cost(folds, answer, settings))
+
+
+def _answer_cost(folds: _Folds, answer: str, settings: FoldSettings) -> Change:
+    """The cost with the last call's answer: its output tokens, and where the provider reported them, its input
+    tokens (in place of the counted ones `_counted` added) and cached input tokens."""
+    cost = folds.cost
+    if not isinstance(answer, ReportedAnswer):
+        return replace(cost, output_tokens=cost.output_tokens + settings.counter.text(answer))
     return replace(
-        folds,
-        summary=summary,
-        folded=folds.folded + len(batch),
-        output_tokens=folds.output_tokens + settings.counter.text(answer),
+        cost,
+        input_tokens=cost.input_tokens - folds.last_counted + answer.input_tokens,
+        output_tokens=cost.output_tokens + answer.output_tokens,
+        cached_tokens=(cost.cached_tokens or 0) + answer.cached_tokens,
     )
 
 
@@ -399,14 +433,7 @@ def _change(read_summary: Summary, summary: Summary, folds: _Folds) -> Change | 
     if not folds.folded:
         return None
     tokens = (summary.folded_tokens or 0) - (read_summary.folded_tokens or 0)
-    return Change(
-        kind="fold",
-        calls=folds.calls,
-        input_tokens=folds.input_tokens,
-        output_tokens=folds.output_tokens,
-        messages=folds.folded,
-        tokens=max(tokens, 0),
-    )
+    return replace(folds.cost, messages=folds.folded, tokens=max(tokens, 0))
 
 
 async def _save(

@@ -21,7 +21,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
 
 from langflow_summarizing_agent import langflow_private
-from langflow_summarizing_agent.engine.fold import Summarizer
+from langflow_summarizing_agent.engine.fold import ReportedAnswer, Summarizer
 from langflow_summarizing_agent.engine.prompt import FoldAnswerCutOff, FoldToolCall
 
 if TYPE_CHECKING:
@@ -320,9 +320,23 @@ def summarizer_for(
             names = ", ".join(str(call.get("name")) for call in calls)
             msg = f"the summary model answered with a tool call ({names}) instead of the summary"
             raise FoldToolCall(msg)
-        return text
+        return reported(text, response)
 
     return summarize
+
+
+def reported(text: str, response: object) -> str:
+    """`text` with the usage the provider reported for the call (`ReportedAnswer`), or as it is when none was."""
+    usage = getattr(response, "usage_metadata", None)
+    if not usage:
+        return text
+    details = usage.get("input_token_details") or {}
+    return ReportedAnswer(
+        text,
+        input_tokens=int(usage.get("input_tokens") or 0),
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cached_tokens=int(details.get("cache_read") or 0),
+    )
 
 
 def without_tool_calls(model: BaseChatModel, tools: Sequence[Any]) -> Runnable[list[BaseMessage], object]:
