@@ -218,3 +218,36 @@ def test_the_cli_edits_lists_and_rolls_back_through_the_server(chat: ServerChat)
     assert "   2  " in listed.output and "edit" in listed.output and "fold (2 messages" in listed.output
     assert rolled.exit_code == 0, rolled.output
     assert read(chat, session_id).json()["summaries"][0]["pinned"] == {}
+
+
+def test_if_match_takes_a_summarys_etag_or_any_and_nothing_else(chat: ServerChat) -> None:
+    empty = f"s-{uuid.uuid4().hex[:8]}"
+    session_id = chat.new_session()
+    etag = read(chat, session_id).headers["ETag"]
+    weak = edit(chat, session_id, {"pinned": {"cluster": "eu-3"}}, headers={"If-Match": f"W/{etag}"})
+    nothing = edit(chat, empty, {"pinned": {"cluster": "eu-3"}}, headers={"If-Match": '"0"'})
+    any_on_empty = edit(chat, empty, {"pinned": {"cluster": "eu-3"}}, headers={"If-Match": "*"})
+    both = edit(chat, session_id, {"pinned": {"cluster": "eu-1"}}, headers={"If-Match": etag, "If-None-Match": "*"})
+    any_stored = edit(chat, session_id, {"pinned": {"cluster": "eu-3"}}, headers={"If-Match": "*"})
+
+    assert [weak.status_code, nothing.status_code, any_on_empty.status_code] == [412, 412, 412]
+    assert read(chat, empty).status_code == 404, "no precondition but If-None-Match: * seeds"
+    assert both.status_code == 200, "If-Match is evaluated first"
+    assert any_stored.status_code == 200
+    assert any_stored.json()["version"] == both.json()["version"] + 1
+
+
+def test_a_rollback_to_a_version_not_kept_names_the_field(chat: ServerChat) -> None:
+    session_id = chat.new_session()
+    etag = read(chat, session_id).headers["ETag"]
+
+    with chat.server.client(token=chat.token) as client:
+        refused = client.post(
+            url(session_id, "/rollback"),
+            params={"flow_id": chat.flow_id},
+            json={"version": 99},
+            headers={"If-Match": etag},
+        )
+
+    assert refused.status_code == 422
+    assert refused.json()["detail"].startswith("version: version 99 is not kept for this summary")

@@ -157,7 +157,7 @@ class InMemorySessionStore:
         summary = self.database.rows.get(self._row_key)
         if summary is None:
             return Summary()
-        seeded = summary.cursor is None and summary.edited
+        seeded = summary.cursor is None and summary.edited_at is not None
         return summary if seeded or self._is_current(summary.cursor) else summary.emptied()
 
     async def load_turn(self, limit: int) -> tuple[Summary, list[StoredMessage]]:

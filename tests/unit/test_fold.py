@@ -516,7 +516,9 @@ async def test_a_fold_that_loses_its_save_to_an_edit_folds_again_on_top_of_the_e
     assert (store.summary.version, store.summary.folded_count) == (2, 20)
     assert store.summary.pinned["cluster"] == "eu-3"
     assert store.summary.edited_by == "u1", "the fold keeps who last edited"
-    assert [change.kind for _, change in store.database.versions[store.summary.row_id]] == ["seed", "fold"]
+    [(_, seed), (_, fold)] = store.database.versions[store.summary.row_id]
+    assert (seed.kind, fold.kind) == ("seed", "fold")
+    assert fold.calls == 2, "the version's cost counts the folds whose save lost too"
 
 
 async def test_a_fold_that_loses_to_another_fold_is_not_folded_again():
@@ -545,13 +547,13 @@ async def test_a_pinned_fact_a_user_corrected_stands_against_messages_said_befor
     await fold_if_due(store, summarizer, settings(), failures=SaveFailures())
 
     assert summarizer.calls == 1
-    assert store.summary.pinned["cluster"] == "eu-3"
-    assert store.summary.pinned["project_id"] == "PRJ-123", "a key without a value is still filled"
+    assert store.summary.pinned == {"cluster": "eu-3"}, "what was said before the correction changes no fact"
     assert summarizer.prompts[0][-1].content.endswith(CORRECTED_NOTE)
 
 
 async def test_messages_stored_after_a_correction_can_change_the_fact_again():
-    store = session(9 + 20)  # the first message names "the EU cluster"
+    store = session(9 + 20, first="Hello.")
+    store.messages_stored[12] = replace(store.messages_stored[12], text="We moved to the EU cluster.")
     edited_at = store.messages_stored[10].timestamp
     corrected = Summary(pinned={"cluster": "eu-3"}, edited_at=edited_at, edited_by="u1")
     assert await store.save(corrected, Change(kind="seed", by="u1")) is not None
@@ -560,7 +562,7 @@ async def test_messages_stored_after_a_correction_can_change_the_fact_again():
     await fold_if_due(store, summarizer, settings(), failures=SaveFailures())
 
     assert store.summary.pinned["cluster"] == "EU cluster"
-    assert CORRECTED_NOTE not in summarizer.prompts[0][-1].content
+    assert CORRECTED_NOTE not in summarizer.prompts[-1][-1].content
 
 
 async def test_a_folds_version_keeps_the_cost_its_provider_reported_with_the_cached_share():
@@ -589,3 +591,19 @@ async def test_a_folds_version_counts_its_cost_when_the_provider_reports_none():
     [(_, change)] = store.database.versions[store.summary.row_id]
     assert change.input_tokens == fold_settings.counter.prompt(summarizer.prompts[0]) > 0
     assert change.output_tokens > 0 and change.cached_tokens is None
+
+
+async def test_a_batch_never_mixes_messages_stored_before_and_after_an_edit():
+    store = session(9 + 20)  # the first message names "the EU cluster"
+    edited_at = store.messages_stored[10].timestamp
+    corrected = Summary(pinned={"cluster": "eu-3"}, edited_at=edited_at, edited_by="u1")
+    assert await store.save(corrected, Change(kind="seed", by="u1")) is not None
+    summarizer = RecordingSummarizer()
+
+    await fold_if_due(store, summarizer, settings(), failures=SaveFailures())
+
+    assert summarizer.calls == 2
+    assert summarizer.prompts[0][-1].content.endswith(CORRECTED_NOTE)
+    assert CORRECTED_NOTE not in summarizer.prompts[1][-1].content
+    assert store.summary.pinned["cluster"] == "eu-3", "the first message was said before the correction"
+    assert store.summary.folded_count == 20

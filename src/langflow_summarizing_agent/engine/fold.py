@@ -165,8 +165,10 @@ async def catch_up(
         # A user edited the memory while these folds ran: the save lost, and the same messages are folded again on
         # top of the edit, so the edit stays and no message waits for the next catch-up.
         logger.info("Summarizing Agent: the memory was edited during the fold; folding again on top of the edit")
-        read = read.with_summary(saved.summary)
+        read, lost = read.with_summary(saved.summary), folds.cost
         folds = await _summarize(read, plan, settings, summarizer, now, None)
+        # The version this makes cost the folds whose save lost too.
+        folds = replace(folds, cost=_with_spent(folds.cost, lost))
         saved = await _save_folds(store, read.summary, folds, settings, failures, now)
         calls, input_tokens = calls + folds.calls, input_tokens + folds.input_tokens
     return CatchUp(
@@ -240,12 +242,21 @@ async def _fold_round(
 ) -> _Folds:
     """The plan's fold in batches of at most `max_messages_per_fold`, one summary call each, while calls are left; the
     first failed call ends it."""
-    size = settings.max_messages_per_fold
-    for start in range(0, len(plan.fold), size):
+    for batch in _batches(plan.fold, settings.max_messages_per_fold, folds.summary.edited_at):
         if folds.calls >= settings.max_folds_per_turn or folds.problems:
             break
-        folds = await _fold_batch(folds, plan.fold[start : start + size], plan.reason, settings, summarizer, prefix)
+        folds = await _fold_batch(folds, batch, plan.reason, settings, summarizer, prefix)
     return folds
+
+
+def _batches(messages: Sequence[StoredMessage], size: int, edited_at: datetime | None) -> list[Sequence[StoredMessage]]:
+    """`messages` in batches of at most `size`, the messages stored before a user's edit never in one batch with those
+    stored after it: a batch either cannot correct the edit (`_said_before_edit`) or can."""
+    split = len(messages)
+    if edited_at is not None:
+        split = next((n for n, m in enumerate(messages) if as_utc(m.timestamp) >= as_utc(edited_at)), len(messages))
+    parts = (messages[:split], messages[split:])
+    return [part[start : start + size] for part in parts for start in range(0, len(part), size)]
 
 
 async def _fold_batch(
@@ -351,10 +362,10 @@ def _folded_into(
     settings: FoldSettings,
 ) -> Summary:
     """`summary` once `batch` is folded into it: the new text clipped to the Summary Word Budget, the pinned facts
-    merged, the cursor on the batch's last message. A pinned fact a user set stands against messages stored before
-    the edit: such a batch only adds keys that have no value."""
+    merged, the cursor on the batch's last message. The pinned facts as a user last wrote them stand against messages
+    stored before the edit: such a batch changes none of them (`_batches` never mixes the two)."""
     if _said_before_edit(summary, batch):
-        proposed_pinned = {key: value for key, value in proposed_pinned.items() if key not in summary.pinned}
+        proposed_pinned = {}
     if count_words(text) > settings.summary_words:
         logger.info(
             "Summarizing Agent: the summary model wrote %d words; clipped to the Summary Word Budget of %d",
@@ -412,8 +423,14 @@ def _edited_since(read_summary: Summary, stored: Summary) -> bool:
         stored.edited_at is not None
         and stored.edited_at != read_summary.edited_at
         and read_summary.row_id in (None, stored.row_id)
-        and stored.cursor == read_summary.cursor
+        and _cursor_id(stored) == _cursor_id(read_summary)
     )
+
+
+def _cursor_id(summary: Summary) -> str | None:
+    """The cursor's message: a cursor read from its message row and one read from the summary row may differ in the
+    timestamp's precision."""
+    return None if summary.cursor is None else summary.cursor.message_id
 
 
 async def _save_folds(
@@ -426,6 +443,18 @@ async def _save_folds(
 ) -> _Saved:
     to_save = _summary_to_save(read_summary, folds, settings, now)
     return await _save(store, read_summary, to_save, failures, now, _change(read_summary, to_save, folds))
+
+
+def _with_spent(cost: Change, spent: Change) -> Change:
+    """`cost` with the calls and tokens of `spent` added."""
+    cached = None if cost.cached_tokens is None and spent.cached_tokens is None else 0
+    return replace(
+        cost,
+        calls=cost.calls + spent.calls,
+        input_tokens=cost.input_tokens + spent.input_tokens,
+        output_tokens=cost.output_tokens + spent.output_tokens,
+        cached_tokens=None if cached is None else (cost.cached_tokens or 0) + (spent.cached_tokens or 0),
+    )
 
 
 def _change(read_summary: Summary, summary: Summary, folds: _Folds) -> Change | None:

@@ -93,11 +93,6 @@ class Summary:
         """A summary with nothing folded that a save can still compare-and-swap against this one's row."""
         return Summary(version=self.version, row_id=self.row_id, updated_at=self.updated_at)
 
-    @property
-    def edited(self) -> bool:
-        """True when a user wrote this summary or its pinned facts (an edit, a seed or a rollback)."""
-        return self.edited_at is not None
-
 
 ChangeKind = Literal["fold", "edit", "seed", "rollback"]
 CHANGE_KINDS: tuple[ChangeKind, ...] = ("fold", "edit", "seed", "rollback")

@@ -4,8 +4,8 @@ rollback and version routes run (`wiring.memory_api`).
 Every write is a compare-and-swap on the summary row's id and version, the one a fold's save makes too
 (`summaries.SummaryRows.save`): a write based on what another write (a fold, another edit) replaced is refused
 with `StaleVersionError`, and a fold that read the summary before an edit loses its save instead of overwriting
-the edit; its messages stay unfolded, so the next catch-up folds them on top of the edited summary. A write keeps
-the cursor, so no message is folded twice or lost.
+the edit, then folds its messages again on top of the edit (`engine.fold.catch_up`). A write keeps the cursor, so
+no message is folded twice or lost.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from langflow_summarizing_agent.storage.versions import Version, VersionRows
 __all__ = [
     "Expected",
     "MemoryEdit",
+    "NoSuchOwnerError",
     "NoSuchVersionError",
     "StaleVersionError",
     "session_versions",
@@ -36,6 +37,8 @@ class Expected:
     row_id: str | None = None
     version: int = 0
     """0: no summary is stored yet (a seed)."""
+    any_version: bool = False
+    """Whatever summary is stored (`If-Match: *`): refused only when none is."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,10 @@ class NoSuchVersionError(LookupError):
     """A rollback to a version the session does not keep."""
 
 
+class NoSuchOwnerError(LookupError):
+    """The flow or the owner named does not resolve (no such user, or no database)."""
+
+
 async def write_session_memory(
     *,
     flow_id: UUID,
@@ -74,13 +81,15 @@ async def write_session_memory(
     the summary as saved. Raises `StaleVersionError` or `NoSuchVersionError`."""
     scope = trusted_owner(flow_id, user_id)
     if scope is None:
-        raise StaleVersionError(None)
+        raise NoSuchOwnerError(str(user_id))
     context = context_id or NO_CONTEXT
 
     def write(rows: SummaryRows) -> SessionSummary:
         current = _one(rows.summaries(flow_id, session_id, context), user_id)
         found = (None, 0) if current is None else (current.summary.row_id, current.summary.version)
-        if found != (expected.row_id if expected.version else None, expected.version):
+        if expected.any_version and current is None:
+            raise StaleVersionError(None)
+        if not expected.any_version and found != (expected.row_id if expected.version else None, expected.version):
             raise StaleVersionError(current)
         base = Summary() if current is None else current.summary
         now = utcnow()

@@ -200,7 +200,7 @@ class SummaryRows:
             return None
         row_id = UUID(summary.row_id)
         if keep:
-            VersionRows(self.connection).record_previous(row_id, now)
+            VersionRows(self.connection).record_previous(row_id, expected_version)
         stmt = (
             update(SUMMARIES)
             .where(

@@ -16,6 +16,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from sqlalchemy import Connection, delete, exists, insert, literal, select
+from sqlalchemy.dialects import postgresql, sqlite
 
 from langflow_summarizing_agent.engine.records import CHANGE_KINDS, Change, ChangeKind, Cursor, Summary, as_utc
 from langflow_summarizing_agent.storage.models import TABLE_NAME, VERSION_TABLE_NAME, SessionMemoryVersionTable
@@ -25,7 +26,7 @@ __all__ = ["DEFAULT_VERSIONS_KEPT", "VERSIONS", "VERSIONS_KEPT_ENV", "Version", 
 VERSIONS = SessionMemoryVersionTable.metadata.tables[VERSION_TABLE_NAME]
 SUMMARIES = SessionMemoryVersionTable.metadata.tables[TABLE_NAME]
 DEFAULT_VERSIONS_KEPT = 20
-"""Versions kept per session summary unless `VERSIONS_KEPT_ENV` says otherwise."""
+"""Versions kept per summary (one per owner and context of a session) unless `VERSIONS_KEPT_ENV` says otherwise."""
 VERSIONS_KEPT_ENV = "SUMMARIZING_AGENT_VERSIONS_KEPT"
 RECORDED = "recorded"
 """The change of a version recorded from a row stored before versions were kept: what made it is not known."""
@@ -113,11 +114,13 @@ class VersionRows:
         for start in range(0, len(ids), _CHUNK):
             self.connection.execute(delete(VERSIONS).where(VERSIONS.c.summary_id.in_(ids[start : start + _CHUNK])))
 
-    def record_previous(self, summary_id: UUID, now: datetime) -> None:
-        """Before row `summary_id` is updated: when it has no version yet (stored before versions were kept, or
-        while none were), keep its summary as it stands as a `recorded` version, so an edit can be rolled back."""
+    def record_previous(self, summary_id: UUID, version: int) -> None:
+        """Before row `summary_id` is updated from `version`: when it has no version yet (stored before versions were
+        kept, or while none were), keep its summary as it stands as a `recorded` version, so an edit can be rolled
+        back. Nothing when the row is no longer at `version` (the update will lose) or a concurrent first change
+        recorded it first."""
         if versions_kept():
-            self.connection.execute(_previous_as_version(summary_id, now))
+            self.connection.execute(_previous_as_version(self.connection.dialect.name, summary_id, version))
 
     def _trim(self, summary_id: UUID, kept: int) -> None:
         newest = (
@@ -164,9 +167,9 @@ def _version(row: Any) -> Version:
     return Version(row.version, summary, row.change, changed_by, cost, as_utc(row.created_at))
 
 
-def _previous_as_version(summary_id: UUID, now: datetime) -> Any:
-    """An INSERT ... SELECT keeping row `summary_id` as it stands as a `recorded` version, when the row has no
-    version yet; run before the row's update."""
+def _previous_as_version(dialect: str, summary_id: UUID, version: int) -> Any:
+    """An INSERT ... SELECT keeping row `summary_id` at `version` as a `recorded` version (made when the row was last
+    updated), when the row has no version yet; run before the row's update."""
     names = [
         "summary",
         "pinned",
@@ -187,8 +190,12 @@ def _previous_as_version(summary_id: UUID, now: datetime) -> Any:
         literal(0).label("fold_output_tokens"),
         literal(0).label("folded_messages"),
         literal(0).label("folded_messages_tokens"),
-        literal(now, VERSIONS.c.created_at.type).label("created_at"),
-    ).where(SUMMARIES.c.id == summary_id, ~exists().where(VERSIONS.c.summary_id == summary_id))
+        SUMMARIES.c.updated_at.label("created_at"),
+    ).where(
+        SUMMARIES.c.id == summary_id,
+        SUMMARIES.c.version == version,
+        ~exists().where(VERSIONS.c.summary_id == summary_id),
+    )
     columns = [
         "id",
         "summary_id",
@@ -201,4 +208,5 @@ def _previous_as_version(summary_id: UUID, now: datetime) -> Any:
         "folded_messages_tokens",
         "created_at",
     ]
-    return insert(VERSIONS).from_select(columns, source)
+    statement = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(VERSIONS).from_select(columns, source)
+    return statement.on_conflict_do_nothing(index_elements=["summary_id", "version"])

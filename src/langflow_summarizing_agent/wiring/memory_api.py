@@ -28,11 +28,12 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Response, sta
 from langflow.api.utils import CurrentActiveUser, DbSession
 from pydantic import BaseModel, Field
 
-from langflow_summarizing_agent.engine.prompt import PINNED_VALUE_CHARS
+from langflow_summarizing_agent.engine.prompt import PINNED_VALUE_CHARS, count_words
 from langflow_summarizing_agent.engine.settings import DEFAULT_SUMMARY_WORDS, FIELD_NAMES, pinned_keys_from
 from langflow_summarizing_agent.storage.edits import (
     Expected,
     MemoryEdit,
+    NoSuchOwnerError,
     NoSuchVersionError,
     StaleVersionError,
     session_versions,
@@ -226,15 +227,17 @@ async def _write(
             headers={"ETag": response_etag},
         ) from exc
     except NoSuchVersionError as exc:
-        _answer(status.HTTP_404_NOT_FOUND, f"{exc}; GET .../summary/versions lists the versions kept")
+        _answer(status.HTTP_422_UNPROCESSABLE_ENTITY, f"version: {exc}; GET .../summary/versions lists those kept")
+    except NoSuchOwnerError as exc:
+        _answer(status.HTTP_404_NOT_FOUND, f"user_id: no user {exc} of flow {flow_id}")
     read = summary_read(saved)
     response.headers["ETag"] = read.etag
     return read
 
 
 def _expected(if_match: str | None, if_none_match: str | None) -> Expected:
-    """The summary a write is based on, from its precondition headers."""
-    if if_none_match is not None:
+    """The summary a write is based on, from its precondition headers (`If-Match` first, as RFC 9110 has it)."""
+    if if_none_match is not None and if_match is None:
         if if_none_match.strip() != "*":
             _answer(
                 status.HTTP_422_UNPROCESSABLE_ENTITY, "If-None-Match accepts only *: seed a session with no summary"
@@ -246,12 +249,18 @@ def _expected(if_match: str | None, if_none_match: str | None) -> Expected:
             "Send If-Match with the summary's ETag (from GET .../summary) to edit it, or If-None-Match: * to seed "
             "a session that has no summary yet",
         )
-    tag = if_match.strip().removeprefix("W/").strip('"')
-    row_id, dot, version = tag.rpartition(".")
+    if if_match.strip() == "*":
+        return Expected(any_version=True)
+    row_id, dot, version = if_match.strip().strip('"').rpartition(".")
     try:
-        return Expected(row_id=str(UUID(row_id)), version=int(version)) if dot else Expected()
+        if if_match.strip().startswith("W/") or not dot:
+            raise ValueError
+        return Expected(row_id=str(UUID(row_id)), version=int(version))
     except ValueError:
-        _answer(status.HTTP_412_PRECONDITION_FAILED, f"If-Match {if_match[:80]!r} is no summary's ETag")
+        _answer(
+            status.HTTP_412_PRECONDITION_FAILED,
+            f"If-Match {if_match[:80]!r} is no summary's ETag: send the etag GET .../summary answered",
+        )
 
 
 def _valid_edit(write: MemoryWrite, flow: Any) -> MemoryEdit:
@@ -275,10 +284,10 @@ def _valid_edit(write: MemoryWrite, flow: Any) -> MemoryEdit:
                 status.HTTP_422_UNPROCESSABLE_ENTITY,
                 f"pinned: {key!r} is {len(value)} characters long; at most {PINNED_VALUE_CHARS} are kept",
             )
-    if write.summary is not None and len(write.summary.split()) > words:
+    if write.summary is not None and count_words(write.summary) > words:
         _answer(
             status.HTTP_422_UNPROCESSABLE_ENTITY,
-            f"summary: {len(write.summary.split())} words, more than this flow's {FIELD_NAMES['summary_words']} "
+            f"summary: {count_words(write.summary)} words, more than this flow's {FIELD_NAMES['summary_words']} "
             f"({words}). Shorten it, or raise {FIELD_NAMES['summary_words']} on the node.",
         )
     pinned = {key: None if value is None else value.strip() for key, value in write.pinned.items()}

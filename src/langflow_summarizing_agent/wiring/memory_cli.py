@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 from typing import Annotated, Any
+from urllib.parse import quote
+from uuid import UUID
 
 import httpx
 import typer
@@ -125,14 +127,16 @@ def _params(flow_id: str, context_id: str | None, user_id: str | None) -> dict[s
 
 
 def _etag(url: str, api_key: str, session_id: str, params: dict[str, str]) -> str:
-    """The ETag of the one summary the params name."""
+    """The ETag of the one summary the params name; the params then name its owner, so the write goes to the
+    summary read."""
     read = {key: value for key, value in params.items() if key != "user_id"}
     summaries = _call("GET", url, api_key, session_id, "", read).json()["summaries"]
     owner = params.get("user_id")
-    mine = [one for one in summaries if owner is None or one["user_id"] == owner]
+    mine = [one for one in summaries if owner is None or UUID(one["user_id"]) == UUID(owner)]
     if len(mine) != 1:
         typer.echo(f"{len(mine)} summaries match; name the owner with --user-id", err=True)
         raise typer.Exit(1)
+    params["user_id"] = str(mine[0]["user_id"])
     return str(mine[0]["etag"])
 
 
@@ -140,7 +144,7 @@ def _call(
     method: str, url: str, api_key: str, session_id: str, tail: str, params: dict[str, str], **kwargs: Any
 ) -> httpx.Response:
     """One request to the session summary API; an error answer is printed with its detail, and the command exits 1."""
-    target = f"{url.rstrip('/')}{ROUTE_PREFIX}/sessions/{session_id}/summary{tail}"
+    target = f"{url.rstrip('/')}{ROUTE_PREFIX}/sessions/{quote(session_id, safe='')}/summary{tail}"
     headers = {"x-api-key": api_key, **kwargs.pop("headers", {})}
     try:
         answer = httpx.request(method, target, params=params, headers=headers, timeout=TIMEOUT_SECONDS, **kwargs)
