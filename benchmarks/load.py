@@ -3,7 +3,10 @@
     python -m benchmarks.load [--topologies sqlite,postgres,two_servers] [--users 1,2,4] [--faults all|none|NAME,...]
 
 N users per agent (httpx) chat with both flows, half of them through the run API, half through the Playground's build
-path (events by polling or streaming). Topologies: `sqlite`, one worker; `postgres`, two workers on PostgreSQL (a
+path (events by polling or streaming). With `--edit-seconds`, a last phase (`memory_edits`, on `postgres` or the
+`--server`) has a user edit the Summarizing Agent's sessions while they chat: set a pinned fact, or roll back to a
+kept version, through the session summary API; the audit then checks each session's versions.
+Topologies: `sqlite`, one worker; `postgres`, two workers on PostgreSQL (a
 server of its own) and Langflow's job queue on Redis, as docs/operations.md deploys them; `two_servers`, two such
 servers of one worker each on that database and Redis, behind a loopback load balancer. The offline model
 (`benchmarks.load_model`) runs inside the servers. Every session of a phase is audited (`benchmarks.load_audit`; a
@@ -28,6 +31,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from itertools import cycle, islice
 from pathlib import Path
 from typing import Any
@@ -42,7 +46,9 @@ from benchmarks.load_report import AGENTS, WINDOWS, fault_report, phase_report, 
 from benchmarks.revision import commit
 from langflow_summarizing_agent.engine.report import BUSY_NOTE
 from langflow_summarizing_agent.engine.settings import DEFAULT_FOLD_BATCH, DEFAULT_MAX_FOLDS_PER_TURN
+from langflow_summarizing_agent.storage.versions import versions_kept
 from langflow_summarizing_agent.wiring.after_reply import DEFAULT_MAX_RUNNING
+from langflow_summarizing_agent.wiring.api import ROUTE_PREFIX
 from tests.support.deployment_recipe import install_recipe
 from tests.support.server_fixtures import LangflowServer
 
@@ -58,6 +64,7 @@ TEXT = (
 )
 CHAT = {"input_type": "chat", "output_type": "chat"}
 ANSWERED = "answered"  # a turn whose reply came back
+EDITS_PHASE = "memory_edits"
 SHOWN = ("turns", "turns_per_second", "p95_seconds", "failed_turns", "turns_waited", "summary_calls_per_exchange")
 REPLIES_SQL = "SELECT text, content_blocks FROM message WHERE flow_id = :flow_id AND sender <> 'User'"
 REJECT_SAVES_SQL = (  # every save of a fold (it moves `absorbed_count`); the back-off of a failed one goes through
@@ -103,6 +110,9 @@ class Phase:
     connections: list[int] = field(default_factory=list)
     versions: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
+    flow_ids: dict[str, str] = field(default_factory=dict)
+    edits: list[dict[str, Any]] = field(default_factory=list)
+    """The memory edits of a `memory_edits` phase: session, kind (edit, rollback), HTTP status, version saved."""
     started: float = 0.0
     ended: float = 0.0
 
@@ -220,6 +230,53 @@ async def inject(phase: Phase, args: Any, deployment: Deployment) -> None:
         phase.event(end)
 
 
+async def edit_memory(phase: Phase, args: Any, server: LangflowServer) -> None:
+    """A user who, every `edit_seconds` on average, reads a random session's summary and, with its ETag, sets its
+    `cluster` pinned fact (three times in four) or rolls it back to one of its newer kept versions."""
+    rng, deadline = random.Random(phase.name), phase.started + phase.seconds
+    sessions = [f"load-{phase.name}-{s}" for s in phase.sessions("summarizing")]
+    params = {"flow_id": phase.flow_ids["summarizing"]}
+    headers = {"x-api-key": server.superuser_api_key}
+    async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=REQUEST_TIMEOUT_SECONDS) as client:
+        while (pause := rng.expovariate(1 / args.edit_seconds)) < deadline - time.time():
+            await asyncio.sleep(pause)
+            session = rng.choice(sessions)
+            api = f"{ROUTE_PREFIX}/sessions/{session}/summary"
+            read = await client.get(api, params=params)
+            if read.status_code == 404:  # no summary yet
+                continue
+            etag = {"If-Match": read.raise_for_status().json()["summaries"][0]["etag"]}
+            if rng.random() < 0.25:
+                listed = (await client.get(f"{api}/versions", params=params)).json()["summaries"][0]["versions"]
+                version = rng.choice(listed[: max(1, len(listed) // 2)])["version"]
+                kind, answer = (
+                    "rollback",
+                    await client.post(f"{api}/rollback", params=params, json={"version": version}, headers=etag),
+                )
+            else:
+                body = {"pinned": {"cluster": f"c-{len(phase.edits)}"}}
+                kind, answer = "edit", await client.patch(api, params=params, json=body, headers=etag)
+            saved = answer.json().get("version") if answer.status_code == 200 else None
+            phase.edits.append({"session": session, "kind": kind, "status": answer.status_code, "version": saved})
+
+
+def edits_report(phase: Phase) -> dict[str, Any]:
+    """What the memory edits saw: applied, refused as stale (412), a rollback to a version trimmed meanwhile (422),
+    and any other answer, which is a fault."""
+
+    def count(kind: str, *status: int) -> int:
+        return sum(1 for e in phase.edits if e["kind"] == kind and e["status"] in status)
+
+    other = [e for e in phase.edits if e["status"] not in (200, 412) and (e["kind"], e["status"]) != ("rollback", 422)]
+    return {
+        "edits_applied": count("edit", 200),
+        "edits_stale": count("edit", 412),
+        "rollbacks_applied": count("rollback", 200),
+        "rollbacks_stale": count("rollback", 412, 422),
+        "edits_answered_otherwise": other[:20],
+    }
+
+
 def run_sql(engine: sa.Engine, statements: tuple[str, ...]) -> None:
     with engine.begin() as connection:
         for statement in statements:
@@ -248,7 +305,7 @@ def run_phase(deployment: Deployment, phase: Phase, args: Any) -> dict[str, Any]
     write_control(phase.path("control.json"), **phase.control)
     with server.client(token=server.superuser_token) as client:
         flows = {agent: client.post("/api/v1/flows/", json=flow_data(agent, phase, args)) for agent in AGENTS}
-    flow_ids = {agent: response.raise_for_status().json()["id"] for agent, response in flows.items()}
+    flow_ids = phase.flow_ids = {agent: response.raise_for_status().json()["id"] for agent, response in flows.items()}
     for agent, n in ((agent, n) for agent in AGENTS for n in range(WARM_UP_TURNS)):  # a flow's first build is slow
         with server.client(api_key=server.superuser_api_key) as client:
             body = {"input_value": f"#w{AGENTS.index(agent)}-u{n}# hello", "session_id": uuid.uuid4().hex, **CHAT}
@@ -286,8 +343,12 @@ def run_phase(deployment: Deployment, phase: Phase, args: Any) -> dict[str, Any]
         return [s for s, status in gone.items() if status in {200, 204}]
 
     options = {"versions": phase.versions, "delete": delete, "n_messages": args.n_messages, "chatted": chatted}
+    if phase.name == EDITS_PHASE:
+        rolled_back = {e["session"] for e in phase.edits if e["kind"] == "rollback" and e["status"] == 200}
+        options |= {"rolled_back": rolled_back, "versions_kept": versions_kept()}
     audit = load_audit.audit_phase(engine, flow_ids["summarizing"], **options)
     report = {**phase_report(phase, final, audit), **(fault_report(phase, final) if phase.name in WINDOWS else {})}
+    report |= edits_report(phase) if phase.name == EDITS_PHASE else {}
     for agent, m in report["agents"].items():
         print(f"  {agent:12} " + ", ".join(f"{k} {v}" for k, v in m.items() if k in SHOWN), flush=True)
     print(f"  RSS growth {report['rss_growth']}, DB connections max {report['db_connections_max']}; audit {audit}")
@@ -313,6 +374,7 @@ NUMBERS = {  # the numeric options (`--phase-seconds` and so on), all written to
     "summary_outage_seconds": 60.0,
     "recovery_seconds": 50.0,
     "slow_summary_seconds": 30.0,
+    "edit_seconds": 0.0,  # the mean pause between a user's memory edits in the `memory_edits` phase (0: no phase)
 }
 
 
@@ -360,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
             topology = "sqlite" if args.server[1].startswith("sqlite") else "postgres"
             deployment = Deployment(server, [int(args.server[2])], sa.create_engine(args.server[1]))
             report["runs"][topology] = load_phases(deployment, topology, work_dir, args)
+            if args.edit_seconds:
+                report["edits"] = run_phase(deployment, edits_phase(topology, args, deployment, work_dir), args)
         langflow = args.langflow or ""
         if not args.server and not langflow:  # the recipe's install, in an environment of its own
             started = time.monotonic()
@@ -381,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
                     except Exception as exc:  # noqa: BLE001 - a fault that did not run is reported
                         print(f"{name}: did not complete: {type(exc).__name__}: {exc}", flush=True)
                         report["faults"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+                if topology == "postgres" and args.edit_seconds:
+                    phase = edits_phase(topology, args, deployment, work_dir / "edits")
+                    report["edits"] = run_phase(deployment, phase, args)
         for path in (p for pattern in ("*-calls.jsonl", "*-turns.jsonl", "*.log") for p in work_dir.rglob(pattern)):
             if args.keep_records:
                 (args.keep_records / path.relative_to(work_dir)).parent.mkdir(parents=True, exist_ok=True)
@@ -391,10 +458,18 @@ def main(argv: list[str] | None = None) -> int:
     if report["runs"]:
         plot(report, args.out / "load.png")
     audits = [run["audit"] for runs in report["runs"].values() for run in runs]
+    audits += [report["edits"]["audit"]] if "edits" in report else []
     broken = [a["problems"][:3] for a in audits + [f["audit"] for f in report["faults"].values() if "audit" in f]]
     broken = [problems for problems in broken if problems]
     print(f"\nWrote {args.out / 'load.json'} and load.png" + (f"\nAUDIT FAILED: {broken}" if broken else ""))
     return 1 if broken else 0
+
+
+def edits_phase(topology: str, args: Any, deployment: Deployment, folder: Path) -> Phase:
+    """The load of the last phase, with a user editing the memory beside it."""
+    users = args.fault_users or max(args.users, default=1)
+    edit = partial(edit_memory, args=args, server=deployment.server)
+    return Phase(EDITS_PHASE, topology, users, args.phase_seconds, folder, edit)
 
 
 def load_phases(deployment: Deployment, topology: str, folder: Path, args: Any) -> list[dict]:

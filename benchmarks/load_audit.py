@@ -8,6 +8,7 @@ Every message the load benchmark sends carries a marker `#<session>-u<n>#`, its 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -33,6 +34,15 @@ MESSAGES_SQL = (
 STATE_SQL = (
     "SELECT session_id, summary, absorbed_count, covered_until_message_id, version, failed_folds "
     "FROM session_memory_state WHERE flow_id = :flow_id"
+)
+VERSIONS_SQL = (
+    "SELECT s.session_id, v.version, v.summary, v.pinned, v.cursor_message_id, v.folded_count, v.change, "
+    "v.rolled_back_to FROM session_memory_version v JOIN session_memory_state s ON s.id = v.summary_id "
+    "WHERE s.flow_id = :flow_id ORDER BY s.session_id, v.version"
+)
+VERSIONS_LEFT_SQL = (
+    "SELECT count(*) FROM session_memory_version v WHERE NOT EXISTS "
+    "(SELECT 1 FROM session_memory_state s WHERE s.id = v.summary_id)"
 )
 NO_STATE_ROW: Any = SimpleNamespace(summary=None, covered_until_message_id=None, absorbed_count=0, failed_folds=0)
 """The state a session has before its first saved fold."""
@@ -63,12 +73,19 @@ def audit_phase(
     n_messages: int = 10,
     summary_words: int = DEFAULT_SUMMARY_WORDS,
     chatted: Sequence[str] = (),
+    rolled_back: Iterable[str] = (),
+    versions_kept: int | None = None,
 ) -> dict[str, Any]:
     """Per session of the flow, from the database: each message the cursor covers folded exactly once and in order,
     `folded_count` the number it covers, no message older than the window left unfolded (unless the fold backs off;
     a session that `chatted` and saved no summary counts as one with an empty summary), and the (version,
     folded_count) pairs polled while the phase ran (`versions`) only going up. Then `delete` deletes sessions
-    (returning their ids), and none of them may keep its state row."""
+    (returning their ids), and none of them may keep its state row.
+
+    With `versions_kept` (users edited the memory during the phase), each session's kept versions are audited too
+    (`version_problems`), and no version may outlive its row; a session in `rolled_back` is audited by its versions
+    only: a rollback restores an older summary text by design, so its summary no longer names every covered message."""
+    rolled_back = set(rolled_back)
     problems: list[str] = []
     flow, folded, waiting_total = flow_key(engine, flow_id), 0, 0
     with engine.connect() as connection:
@@ -87,7 +104,7 @@ def audit_phase(
                 say(f"{session_id}: the cursor names no stored message")
             if len(summary) != len(set(summary)):
                 say(f"{session_id}: folded twice: {sorted({m for m in summary if summary.count(m) > 1})}")
-            if summary != covered:
+            if summary != covered and session_id not in rolled_back:
                 clipped = count_words(row.summary or "") >= summary_words
                 say(
                     f"{session_id}: the summary folds {len(summary)} messages, the cursor covers {len(covered)}; "
@@ -106,10 +123,14 @@ def audit_phase(
                 say(f"{session_id}: the version went down or was saved twice: {seen}")
             if [c for _, c in seen] != sorted(c for _, c in seen):
                 say(f"{session_id}: a saved fold was undone: {seen}")
+        if versions_kept is not None:
+            problems += version_problems(connection, flow, versions_kept)
     deleted = delete()
     with engine.connect() as connection:
         left = {row.session_id for row in connection.execute(sa.text(STATE_SQL), {"flow_id": flow})}
+        orphans = int(connection.execute(sa.text(VERSIONS_LEFT_SQL)).scalar_one()) if versions_kept is not None else 0
     problems += [f"{s}: deleted, but its state row is still there" for s in deleted if s in left]
+    problems += [f"{orphans} versions outlived their summary row"] if orphans else []
     return {
         "holds": not problems,
         "sessions": len(sessions),
@@ -118,6 +139,56 @@ def audit_phase(
         "unfolded_older_messages": waiting_total,
         "problems": problems[:50],
     }
+
+
+def version_problems(connection: sa.Connection, flow: Any, kept: int) -> list[str]:
+    """Each session's kept versions, oldest first, at most `kept`; from one to the next:
+
+    - a fold moves the cursor forward over exactly the messages after the previous cursor, adds their markers after the
+      previous summary's, and keeps the pinned facts (the load model pins none: only an edit changes them);
+    - an edit or a rollback keeps the cursor and the folded count; a rollback restores its version's text.
+    """
+    problems: list[str] = []
+    chains: dict[str, list[Any]] = {}
+    for row in connection.execute(sa.text(VERSIONS_SQL), {"flow_id": flow}):
+        chains.setdefault(row.session_id, []).append(row)
+    for session_id, versions in chains.items():
+        stored = connection.execute(
+            sa.text(MESSAGES_SQL), {"flow_id": flow, "session_id": session_id, "no": False}
+        ).all()
+        position = {str(uuid.UUID(str(m.id))): n for n, m in enumerate(stored)}
+        markers = [message_marker(m.text) for m in stored]
+        texts = {v.version: v.summary for v in versions}
+        say = problems.append
+        if len(versions) > kept:
+            say(f"{session_id}: {len(versions)} versions kept, more than {kept}")
+        for before, after in itertools.pairwise(versions):
+            where = f"{session_id}: version {before.version} to {after.version} ({after.change})"
+            start, end = (
+                -1 if v.cursor_message_id is None else position.get(str(uuid.UUID(str(v.cursor_message_id))))
+                for v in (before, after)
+            )
+            if start is None or end is None:
+                say(f"{where}: a cursor names no stored message")
+                continue
+            if after.change == "fold":
+                expected = summary_markers(before.summary) + markers[start + 1 : end + 1]
+                if end <= start or summary_markers(after.summary) != expected:
+                    say(f"{where}: did not fold exactly the messages after the previous cursor")
+                if after.folded_count - before.folded_count != end - start:
+                    say(f"{where}: folded_count moved by {after.folded_count - before.folded_count}, not {end - start}")
+                if _json(after.pinned) != _json(before.pinned):
+                    say(f"{where}: the fold changed the pinned facts")
+            elif (end, after.folded_count) != (start, before.folded_count):
+                say(f"{where}: the cursor or the folded count moved")
+            elif after.change == "rollback" and texts.get(after.rolled_back_to, after.summary) != after.summary:
+                say(f"{where}: the text is not version {after.rolled_back_to}'s")
+    return problems
+
+
+def _json(value: Any) -> Any:
+    """A JSON column as read through SQL text: parsed already (PostgreSQL) or a string (SQLite)."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def first_difference(a: list[Any], b: list[Any]) -> str:

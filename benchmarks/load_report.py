@@ -206,6 +206,13 @@ def evaluate(report: dict[str, Any], where: str, run: dict[str, Any], topology: 
         "0, after at least 1",
         rejected["folds"] >= 1 and rejected["retried_within_backoff"] == 0,
     )
+    edited = run.get("edits_applied", 0) + run.get("rollbacks_applied", 0)
+    stale = run.get("edits_stale", 0) + run.get("rollbacks_stale", 0)
+    edits_row = (
+        f"{edited}, {stale} refused as stale",
+        "at least 1",
+        edited >= 1,
+    )
     restart_row = None
     if across:  # the sessions that chatted on long enough after the restart to fold again
         chatting, folded = across["chatting_after"], across["chatting_after_and_folded"]
@@ -228,6 +235,12 @@ def evaluate(report: dict[str, Any], where: str, run: dict[str, Any], topology: 
         ("sessions that folded before the fault and fold on after it", "worker_kill", kept_folding),
         ("messages of the killed fold folded by a later fold", "worker_kill", killed_row),
         (RESTART_TARGET, "pg_restart redis_restart", restart_row),
+        ("memory edits and rollbacks saved during the traffic", "memory_edits", edits_row),
+        (
+            "memory edits answered otherwise than saved or refused as stale",
+            "memory_edits",
+            zero(len(run.get("edits_answered_otherwise", []))),
+        ),
     ]
     rows, prefix = [], "" if where == "load" else f"{where}: "
     for name, applies, found in targets:
@@ -255,8 +268,9 @@ def scored(report: dict[str, Any]) -> None:
         report["targets"] += [pooled_p95_row(topology, measured)] if measured else []
         report["targets"] += [row for run in measured for row in evaluate(report, "load", run, topology)]
     report["fault_targets"] = [row for name, run in report["faults"].items() for row in evaluate(report, name, run)]
+    report["edit_targets"] = evaluate(report, "memory_edits", report["edits"]) if "edits" in report else []
     print("\nTargets:")
-    for t in [*report["targets"], *report["fault_targets"]]:
+    for t in [*report["targets"], *report["fault_targets"], *report["edit_targets"]]:
         print(f"{'PASS' if t['holds'] else 'FAIL'}  {t['topology']} N={t['users']} {t['name']}: ", end="")
         print(f"{t['measured']} (target {t['limit']})")
 

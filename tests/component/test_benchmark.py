@@ -230,6 +230,8 @@ def test_load_benchmark_runs_both_agents_on_a_real_server_and_audits_every_sessi
     argv = ["--server", *server, "--users", "2", "--phase-seconds", "15", "--think-seconds", "0.3"]
     # A small window and short messages, so that the sessions of a short run on a busy machine fold.
     argv += ["--summary-seconds", "0.2", "--message-words", "20", "--n-messages", "2", "--fold-batch", "2"]
+    # Then a phase with a user editing and rolling back the sessions' memory while they chat.
+    argv += ["--edit-seconds", "0.5"]
     result = subprocess.run(
         [sys.executable, "-m", "benchmarks.load", *argv, "--out", str(tmp_path)],
         cwd=ROOT,
@@ -266,6 +268,14 @@ def test_load_benchmark_runs_both_agents_on_a_real_server_and_audits_every_sessi
     for t in [*report["targets"], *report["fault_targets"]]:
         assert f"{'PASS' if t['holds'] else 'FAIL'}  {t['topology']} N={t['users']} {t['name']}" in result.stdout
     assert (report["faults"], report["fault_targets"]) == ({}, [])
+    edits = report["edits"]
+    assert edits["audit"]["holds"], edits["audit"]["problems"]
+    assert edits["edits_applied"] >= 1 and edits["edits_answered_otherwise"] == []
+    assert {t["name"] for t in report["edit_targets"]} >= {
+        "memory_edits: memory edits and rollbacks saved during the traffic",
+        "memory_edits: lost or doubled folds (audit problems)",
+    }
+    assert all(t["holds"] for t in report["edit_targets"]), report["edit_targets"]
     assert report["command"].startswith("python -m benchmarks.load --server")
 
 

@@ -173,3 +173,84 @@ async def test_the_audit_holds_when_a_failed_turn_left_an_error_row_among_the_fo
     assert audit["problems"] == []
     assert audit["holds"]
     assert audit["folded_messages"] == len(MARKERS)
+
+
+async def edited_session(memory_scope: MemoryScope, insert_messages, *, tamper: str = "") -> None:
+    """The session of `memory_scope` with `MARKERS` stored, folded two messages at a time with versions kept, its
+    pinned fact edited between the first two folds and rolled back to version 1 after the last; `tamper` breaks one
+    rule in the last fold: "pinned" (the fold changes the edited fact) or "twice" (it folds a message again)."""
+    from langflow_summarizing_agent.engine.records import Change
+    from langflow_summarizing_agent.storage.edits import Expected, MemoryEdit, write_session_memory
+
+    stored = await insert_messages(memory_scope, [(at(n), f"#{marker}# words") for n, marker in enumerate(MARKERS)])
+    store = database_store(Scope(**dataclasses.asdict(memory_scope.scope())))
+    summary = Summary()
+    for end in (2, 4, 6):
+        markers = MARKERS[:end] if not (tamper == "twice" and end == 6) else [*MARKERS[:end], MARKERS[0]]
+        pinned = {"cluster": "eu-1"} if tamper == "pinned" and end == 6 else summary.pinned
+        folded = dataclasses.replace(
+            summary,
+            text="\n".join(f"- folded #{marker}#" for marker in markers),
+            pinned=pinned,
+            cursor=Cursor(stored[end - 1].timestamp, str(stored[end - 1].id)),
+            folded_count=end,
+        )
+        saved = await store.save(folded, Change(kind="fold", calls=1, messages=2))
+        assert saved is not None
+        summary = saved
+        if end == 2:
+            written = await write_session_memory(
+                flow_id=memory_scope.flow_id,
+                user_id=memory_scope.user_id,
+                session_id=memory_scope.session_id,
+                context_id=None,
+                expected=Expected(summary.row_id, summary.version),
+                edit=MemoryEdit(pinned={"cluster": "eu-3"}),
+                by=memory_scope.user_id,
+            )
+            summary = written.summary
+    await write_session_memory(
+        flow_id=memory_scope.flow_id,
+        user_id=memory_scope.user_id,
+        session_id=memory_scope.session_id,
+        context_id=None,
+        expected=Expected(summary.row_id, summary.version),
+        edit=MemoryEdit(rollback_to=1),
+        by=memory_scope.user_id,
+    )
+
+
+@pytest.mark.parametrize(
+    ("tamper", "problem"),
+    [("", None), ("pinned", "the fold changed the pinned facts"), ("twice", "did not fold exactly the messages")],
+)
+async def test_the_version_audit_follows_folds_edits_and_a_rollback_and_fails_on_each_rule_broken(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages, tamper: str, problem: str | None
+) -> None:
+    await edited_session(memory_scope, insert_messages, tamper=tamper)
+
+    result = audit(langflow_db, memory_scope, rolled_back={memory_scope.session_id}, versions_kept=20)
+
+    assert result["holds"] is (problem is None), result["problems"]
+    if problem is not None:
+        assert [p for p in result["problems"] if problem in p], result["problems"]
+
+
+async def test_the_version_audit_fails_on_more_versions_than_kept_and_on_versions_left_behind(
+    langflow_db: LangflowDatabase, memory_scope: MemoryScope, insert_messages
+) -> None:
+    await edited_session(memory_scope, insert_messages)
+
+    def delete(engine: sa.Engine) -> list[str]:
+        # The summary row goes without its versions, as a purge that forgot them would.
+        with engine.begin() as connection:
+            connection.execute(
+                sa.text("DELETE FROM session_memory_state WHERE session_id = :session_id"),
+                {"session_id": memory_scope.session_id},
+            )
+        return [memory_scope.session_id]
+
+    result = audit(langflow_db, memory_scope, rolled_back={memory_scope.session_id}, versions_kept=3, delete=delete)
+
+    assert f"{memory_scope.session_id}: 5 versions kept, more than 3" in result["problems"]
+    assert "5 versions outlived their summary row" in result["problems"]
