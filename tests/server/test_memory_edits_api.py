@@ -17,6 +17,10 @@ from langflow_summarizing_agent.wiring.api import ROUTE_PREFIX
 from tests.support.server_chat import ServerChat, server_database, summarizing_flow_data
 from tests.support.server_fixtures import LangflowServer
 
+# The HTTP rules; the compare-and-swap, the versions and their purge are checked on both databases in
+# `test_memory_versions.py`.
+pytestmark = pytest.mark.one_database
+
 PINNED_KEYS = ["customer", "cluster"]
 """As the canvas saves Pinned Keys: a list."""
 

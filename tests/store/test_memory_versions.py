@@ -272,7 +272,7 @@ async def test_seeding_a_session_without_messages_keeps_its_pinned_facts_for_the
         {"customer": "ACME", "plan": "gold"},
         1,
     )
-    assert shown.summary.edited
+    assert shown.summary.edited_at is not None
     [version] = await versions_of(seeded.summary)
     assert (version.change, version.changed_by) == ("seed", str(memory_scope.user_id))
 
