@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from langflow_summarizing_agent.engine.fold import ReportedAnswer, SaveFailures
+from langflow_summarizing_agent.engine.fold import SaveFailures
+from langflow_summarizing_agent.engine.fold_cost import ReportedAnswer
 from langflow_summarizing_agent.engine.plan import COMPACT_COMMAND, COMPACT_REPLY_PREFIX
 from langflow_summarizing_agent.engine.prompt import CORRECTED_NOTE, SUMMARY_PREFIX
 from langflow_summarizing_agent.engine.records import Change, Summary, utcnow

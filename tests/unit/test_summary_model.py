@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from langflow_summarizing_agent.components.summarizing_agent.summarizing_agent import SummarizingAgentComponent
-from langflow_summarizing_agent.engine.fold import ReportedAnswer
+from langflow_summarizing_agent.engine.fold_cost import ReportedAnswer
 from langflow_summarizing_agent.engine.prompt import FoldAnswerCutOff, build_fold_prompt
 from langflow_summarizing_agent.engine.records import Summary
 from langflow_summarizing_agent.wiring import summary_model

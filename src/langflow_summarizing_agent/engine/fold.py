@@ -27,6 +27,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from langflow_summarizing_agent.engine.fold_cost import NO_COST, answer_cost, with_spent
+from langflow_summarizing_agent.engine.fold_edits import batches, edited_since, said_before_edit
 from langflow_summarizing_agent.engine.plan import Plan, TurnRead, plan_turn
 from langflow_summarizing_agent.engine.prompt import (
     FoldToolCall,
@@ -38,7 +40,7 @@ from langflow_summarizing_agent.engine.prompt import (
     merge_pinned,
     parse_fold_output,
 )
-from langflow_summarizing_agent.engine.records import Change, StoredMessage, Summary, as_utc
+from langflow_summarizing_agent.engine.records import Change, StoredMessage, Summary
 from langflow_summarizing_agent.engine.settings import FoldSettings
 from langflow_summarizing_agent.engine.store import SessionStore
 
@@ -54,20 +56,6 @@ PINNED_SHOWN_AS = "[pinned]"
 Summarizer = Callable[[list[BaseMessage]], Awaitable[str]]
 """Calls the summary model with the fold prompt and returns its text (a `ReportedAnswer` when the provider reported
 usage); raises `FoldToolCall` when the model answered with a tool call."""
-
-
-class ReportedAnswer(str):
-    """A summary model's answer with the usage its provider reported for the call: input, output and cached input
-    tokens. A version's cost uses them where given, else what the turn's counter counts (`Change`)."""
-
-    input_tokens: int
-    output_tokens: int
-    cached_tokens: int
-
-    def __new__(cls, text: str, *, input_tokens: int, output_tokens: int, cached_tokens: int) -> ReportedAnswer:
-        answer = super().__new__(cls, text)
-        answer.input_tokens, answer.output_tokens, answer.cached_tokens = input_tokens, output_tokens, cached_tokens
-        return answer
 
 
 @dataclass(frozen=True)
@@ -161,14 +149,14 @@ async def catch_up(
     folds = await _summarize(read, plan, settings, summarizer, now, prefix)
     saved = await _save_folds(store, read.summary, folds, settings, failures, now)
     calls, input_tokens = folds.calls, folds.input_tokens
-    if folds.folded and not saved.is_this_fold and _edited_since(read.summary, saved.summary):
+    if folds.folded and not saved.is_this_fold and edited_since(read.summary, saved.summary):
         # A user edited the memory while these folds ran: the save lost, and the same messages are folded again on
         # top of the edit, so the edit stays and no message waits for the next catch-up.
         logger.info("Summarizing Agent: the memory was edited during the fold; folding again on top of the edit")
         read, lost = read.with_summary(saved.summary), folds.cost
         folds = await _summarize(read, plan, settings, summarizer, now, None)
         # The version this makes cost the folds whose save lost too.
-        folds = replace(folds, cost=_with_spent(folds.cost, lost))
+        folds = replace(folds, cost=with_spent(folds.cost, lost))
         saved = await _save_folds(store, read.summary, folds, settings, failures, now)
         calls, input_tokens = calls + folds.calls, input_tokens + folds.input_tokens
     return CatchUp(
@@ -191,10 +179,6 @@ async def fold_for_one_call(
     summary call does; the caller then leaves the messages in."""
     prompt = _fold_prompt(summary, batch, settings, None)
     return _folded(_Folds(summary), batch, await summarizer(prompt), settings).summary
-
-
-NO_COST = Change(kind="fold")
-"""A catch-up's cost before its first summary call."""
 
 
 @dataclass(frozen=True)
@@ -242,21 +226,11 @@ async def _fold_round(
 ) -> _Folds:
     """The plan's fold in batches of at most `max_messages_per_fold`, one summary call each, while calls are left; the
     first failed call ends it."""
-    for batch in _batches(plan.fold, settings.max_messages_per_fold, folds.summary.edited_at):
+    for batch in batches(plan.fold, settings.max_messages_per_fold, folds.summary.edited_at):
         if folds.calls >= settings.max_folds_per_turn or folds.problems:
             break
         folds = await _fold_batch(folds, batch, plan.reason, settings, summarizer, prefix)
     return folds
-
-
-def _batches(messages: Sequence[StoredMessage], size: int, edited_at: datetime | None) -> list[Sequence[StoredMessage]]:
-    """`messages` in batches of at most `size`, the messages stored before a user's edit never in one batch with those
-    stored after it: a batch either cannot correct the edit (`_said_before_edit`) or can."""
-    split = len(messages)
-    if edited_at is not None:
-        split = next((n for n, m in enumerate(messages) if as_utc(m.timestamp) >= as_utc(edited_at)), len(messages))
-    parts = (messages[:split], messages[split:])
-    return [part[start : start + size] for part in parts for start in range(0, len(part), size)]
 
 
 async def _fold_batch(
@@ -302,20 +276,11 @@ def _counted(folds: _Folds, prompt: list[BaseMessage], settings: FoldSettings, *
 def _folded(folds: _Folds, batch: Sequence[StoredMessage], answer: str, settings: FoldSettings) -> _Folds:
     proposed_pinned, text = parse_fold_output(answer)
     summary = _folded_into(folds.summary, batch, proposed_pinned, text, settings)
-    return replace(folds, summary=summary, folded=folds.folded + len(batch), cost=_answer_cost(folds, answer, settings))
-
-
-def _answer_cost(folds: _Folds, answer: str, settings: FoldSettings) -> Change:
-    """The cost with the last call's answer: its output tokens, and where the provider reported them, its input
-    tokens (in place of the counted ones `_counted` added) and cached input tokens."""
-    cost = folds.cost
-    if not isinstance(answer, ReportedAnswer):
-        return replace(cost, output_tokens=cost.output_tokens + settings.counter.text(answer))
     return replace(
-        cost,
-        input_tokens=cost.input_tokens - folds.last_counted + answer.input_tokens,
-        output_tokens=cost.output_tokens + answer.output_tokens,
-        cached_tokens=(cost.cached_tokens or 0) + answer.cached_tokens,
+        folds,
+        summary=summary,
+        folded=folds.folded + len(batch),
+        cost=answer_cost(folds.cost, folds.last_counted, answer, settings.counter),
     )
 
 
@@ -337,7 +302,7 @@ def _fold_prompt(
             pinned_keys=settings.pinned_keys,
             summary_words=settings.summary_words,
             fold_id=uuid.uuid4().hex[:12],
-            corrected=_said_before_edit(summary, batch),
+            corrected=said_before_edit(summary, batch),
         )
     return build_fold_prompt(
         summary,
@@ -345,13 +310,8 @@ def _fold_prompt(
         pinned_keys=settings.pinned_keys,
         summary_words=settings.summary_words,
         max_message_chars=settings.max_message_chars,
-        corrected=_said_before_edit(summary, batch),
+        corrected=said_before_edit(summary, batch),
     )
-
-
-def _said_before_edit(summary: Summary, batch: Sequence[StoredMessage]) -> bool:
-    """True when a user edited the summary after every message of `batch` was stored: they cannot correct the edit."""
-    return summary.edited_at is not None and bool(batch) and as_utc(batch[-1].timestamp) < as_utc(summary.edited_at)
 
 
 def _folded_into(
@@ -364,7 +324,7 @@ def _folded_into(
     """`summary` once `batch` is folded into it: the new text clipped to the Summary Word Budget, the pinned facts
     merged, the cursor on the batch's last message. The pinned facts as a user last wrote them stand against messages
     stored before the edit: such a batch changes none of them (`_batches` never mixes the two)."""
-    if _said_before_edit(summary, batch):
+    if said_before_edit(summary, batch):
         proposed_pinned = {}
     if count_words(text) > settings.summary_words:
         logger.info(
@@ -416,23 +376,6 @@ class _Saved:
     problems: tuple[str, ...] = ()
 
 
-def _edited_since(read_summary: Summary, stored: Summary) -> bool:
-    """True when `stored` is `read_summary` as a user edited, rolled back or seeded it (which keep the cursor), with no
-    fold in between."""
-    return (
-        stored.edited_at is not None
-        and stored.edited_at != read_summary.edited_at
-        and read_summary.row_id in (None, stored.row_id)
-        and _cursor_id(stored) == _cursor_id(read_summary)
-    )
-
-
-def _cursor_id(summary: Summary) -> str | None:
-    """The cursor's message: a cursor read from its message row and one read from the summary row may differ in the
-    timestamp's precision."""
-    return None if summary.cursor is None else summary.cursor.message_id
-
-
 async def _save_folds(
     store: SessionStore,
     read_summary: Summary,
@@ -443,18 +386,6 @@ async def _save_folds(
 ) -> _Saved:
     to_save = _summary_to_save(read_summary, folds, settings, now)
     return await _save(store, read_summary, to_save, failures, now, _change(read_summary, to_save, folds))
-
-
-def _with_spent(cost: Change, spent: Change) -> Change:
-    """`cost` with the calls and tokens of `spent` added."""
-    cached = None if cost.cached_tokens is None and spent.cached_tokens is None else 0
-    return replace(
-        cost,
-        calls=cost.calls + spent.calls,
-        input_tokens=cost.input_tokens + spent.input_tokens,
-        output_tokens=cost.output_tokens + spent.output_tokens,
-        cached_tokens=None if cached is None else (cost.cached_tokens or 0) + (spent.cached_tokens or 0),
-    )
 
 
 def _change(read_summary: Summary, summary: Summary, folds: _Folds) -> Change | None:

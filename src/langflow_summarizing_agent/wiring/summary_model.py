@@ -21,7 +21,8 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
 
 from langflow_summarizing_agent import langflow_private
-from langflow_summarizing_agent.engine.fold import ReportedAnswer, Summarizer
+from langflow_summarizing_agent.engine.fold import Summarizer
+from langflow_summarizing_agent.engine.fold_cost import ReportedAnswer
 from langflow_summarizing_agent.engine.prompt import FoldAnswerCutOff, FoldToolCall
 
 if TYPE_CHECKING:
